@@ -1,0 +1,1 @@
+"""Pure domain layer: pydantic models, rules and statistics. No I/O lives here."""

@@ -1,0 +1,120 @@
+"""The HCP contract (`contracts/hcp-<version>.yaml`): the external, versioned judge.
+
+It fixes the action substrate a harness must expose, the limits nobody may loosen, how a trial
+is graded, what may become training data and what a candidate must show to be promoted.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DEFAULT_PROTECTED_PATHS = [
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/lib",
+    "/tests",
+    "/logs/verifier",
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolSpec(_Strict):
+    description: str
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class Substrate(_Strict):
+    tools: dict[str, ToolSpec]
+    observation_max_chars: int = Field(default=8000, gt=0)
+
+
+class SandboxLimits(_Strict):
+    cpus: float = Field(default=2.0, gt=0)
+    memory_mb: int = Field(default=4096, gt=0)
+    pids: int = Field(default=512, gt=0)
+    network: bool = False
+
+
+class Limits(_Strict):
+    """Ceilings. A harness config or a task may tighten them, never loosen them."""
+
+    max_turns: int = Field(default=30, gt=0)
+    agent_timeout_sec: float = Field(default=900.0, gt=0)
+    command_timeout_sec: float = Field(default=120.0, gt=0)
+    verifier_timeout_sec: float = Field(default=300.0, gt=0)
+    max_tokens_per_turn: int = Field(default=2048, gt=0)
+    sandbox: SandboxLimits = Field(default_factory=SandboxLimits)
+
+
+class Grading(_Strict):
+    reward_files: list[str] = Field(default_factory=lambda: ["reward.txt", "reward.json"])
+    reward_key: str = "reward"
+    pass_threshold: float = 1.0
+    verifier_mode: Literal["separate", "same"] = "separate"
+    protected_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_PATHS))
+    # Paths matching these never count as tampering (byte-code caches and the like).
+    tamper_ignore: list[str] = Field(default_factory=lambda: ["*/__pycache__", "*/__pycache__/*", "*.pyc"])
+    infra_retries: int = Field(default=2, ge=0)
+
+
+class TrajectorySpec(_Strict):
+    format: Literal["ATIF"] = "ATIF"
+    version: str = "1.7"
+
+
+class Acceptance(_Strict):
+    min_reward: float = 1.0
+    per_task_quota: int = Field(default=4, gt=0)
+    require_clean_exit: bool = True
+
+
+class Promotion(_Strict):
+    holdout_fraction: float = Field(default=0.2, gt=0, lt=1)
+    trials_per_task: int = Field(default=4, gt=0)
+    min_delta: float = 0.0
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    family_regression_ceiling: float = 0.1
+    infra_error_ceiling: float = 0.05
+
+
+class AttributionRules(_Strict):
+    oracle_reruns: int = Field(default=2, ge=1)
+    config_probes: int = Field(default=4, ge=0)
+
+
+class Contract(_Strict):
+    schema_version: int = 1
+    hcp: str
+    substrate: Substrate
+    limits: Limits = Field(default_factory=Limits)
+    grading: Grading = Field(default_factory=Grading)
+    trajectory: TrajectorySpec = Field(default_factory=TrajectorySpec)
+    acceptance: Acceptance = Field(default_factory=Acceptance)
+    promotion: Promotion = Field(default_factory=Promotion)
+    attribution: AttributionRules = Field(default_factory=AttributionRules)
+
+    @property
+    def major(self) -> int:
+        return int(self.hcp.split(".")[0])
+
+    def openai_tools(self, names: list[str] | None = None) -> list[dict[str, Any]]:
+        """The substrate's tools in OpenAI `tools` form, optionally only those named."""
+        out = []
+        for name, spec in self.substrate.tools.items():
+            if names is not None and name not in names:
+                continue
+            out.append(
+                {
+                    "type": "function",
+                    "function": {"name": name, "description": spec.description, "parameters": spec.parameters},
+                }
+            )
+        return out

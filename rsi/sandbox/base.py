@@ -1,0 +1,142 @@
+"""The `Sandbox` boundary: where an agent acts and a verifier grades.
+
+A provider builds (or reuses) the image of a task's `environment/` and starts sandboxes from it.
+The docker provider is the real one; `FakeSandboxProvider` (fake.py) runs commands in a local
+temp directory for unit tests. Both pass the conformance suite in tests/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from rsi.core.errors import InfraError, RsiError
+
+LABEL_JOB = "rsi.job"
+LABEL_TRIAL = "rsi.trial"
+LABEL_KIND = "rsi.kind"  # "trial" | "verifier" | "snapshot" | "env"
+
+
+class SandboxError(InfraError):
+    """The sandbox substrate failed (daemon hiccup, container vanished). Retried; blamed on infra."""
+
+
+class BuildError(RsiError):
+    """The task's environment did not build: a task problem (`environment_build_failed`)."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+
+
+@dataclass
+class ExecResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    duration: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass
+class ImageRef:
+    tag: str
+    built: bool  # False when an existing image was reused
+
+
+@dataclass
+class SandboxSpec:
+    """How to start one sandbox. Limits come from the task, capped by the contract."""
+
+    image: str
+    cpus: float = 1.0
+    memory_mb: int = 1024
+    pids: int = 256
+    network: bool = False
+    workdir: str = "/app"
+    labels: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class GcReport:
+    containers: list[str] = field(default_factory=list)
+    images: list[str] = field(default_factory=list)
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """One running, isolated environment."""
+
+    id: str
+    workdir: str
+
+    def exec(
+        self,
+        cmd: str,
+        *,
+        timeout: float | None = None,
+        workdir: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """Run `cmd` with bash. On timeout the command is killed and `timed_out` is True."""
+        ...
+
+    def put_file(self, dest: str, data: bytes, mode: int = 0o644) -> None:
+        """Write one file at absolute path `dest`, creating parent directories."""
+        ...
+
+    def put_dir(self, src: Path, dest: str) -> None:
+        """Copy the host directory `src` to absolute path `dest` (contents, recursively)."""
+        ...
+
+    def get_file(self, path: str) -> bytes | None:
+        """Read one file; None if it does not exist."""
+        ...
+
+    def get_dir(self, src: str, dest: Path) -> bool:
+        """Copy directory `src` out to host `dest`; False if it does not exist."""
+        ...
+
+    def changed_paths(self) -> list[str]:
+        """Absolute paths added, changed or deleted since the sandbox started (like `docker diff`)."""
+        ...
+
+    def snapshot(self, labels: dict[str, str]) -> str:
+        """Freeze the current filesystem into an image another sandbox can start from."""
+        ...
+
+    def stop(self) -> None:
+        """Kill and remove. Idempotent; never raises for an already-gone sandbox."""
+        ...
+
+
+class SandboxProvider(Protocol):
+    name: str
+
+    def ping(self) -> None:
+        """Raise SandboxError if the substrate is not reachable."""
+        ...
+
+    def ensure_image(
+        self, env_dir: Path, env_digest: str, *, build_args: dict[str, str], timeout: float
+    ) -> ImageRef:
+        """Build the image of `env_dir` tagged by its digest, or reuse it. BuildError on failure."""
+        ...
+
+    def start(self, spec: SandboxSpec) -> Sandbox:
+        ...
+
+    def remove_image(self, tag: str) -> None:
+        ...
+
+    def gc(self, live_jobs: set[str]) -> GcReport:
+        """Remove containers and snapshot images labelled by rsi whose job is not in `live_jobs`."""
+        ...
