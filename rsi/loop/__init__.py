@@ -1,0 +1,1 @@
+"""Orchestration of the phases: jobs, and later discover / expand / update / promote."""

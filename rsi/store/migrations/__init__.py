@@ -1,0 +1,1 @@
+"""Alembic migrations for the rsi database, run programmatically (no alembic.ini)."""
