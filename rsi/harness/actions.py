@@ -1,0 +1,210 @@
+"""Action formats: turning one model reply into tool invocations, and running them in a sandbox.
+
+Two formats (DESIGN §4.3):
+
+- `text`: the model writes one fenced ```bash block per turn; the configured finish word on a line
+  of its own (outside any fence) ends the episode; a reply with both runs the command, then ends.
+- `tool_calls`: the model uses OpenAI tool calling with the contract's substrate tools
+  (`bash`, `read_file`, `write_file`, `submit`).
+
+A reply without a usable action is never a crash: the parser returns an error the loop shows the
+model as the observation of that turn, so a small model can recover on the next turn.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from rsi.sandbox.base import Sandbox
+
+
+class ToolCallLike(Protocol):
+    """What the parser needs of a model tool call (`rsi.models.client.ToolCall` fits)."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    raw_arguments: str
+
+
+@dataclass
+class Invocation:
+    """One tool call the harness will run. `error` set means it is not run; the error is its observation."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    raw_arguments: str = ""
+    error: str | None = None
+
+
+@dataclass
+class ParsedReply:
+    """The actions found in one reply.
+
+    `finish` is set by the finish word (text) or a `submit` call (tool_calls). `error` is set when the
+    reply holds no usable action at all; it becomes the turn's observation.
+    """
+
+    invocations: list[Invocation] = field(default_factory=list)
+    finish: bool = False
+    error: str | None = None
+
+
+@dataclass
+class ToolOutcome:
+    content: str
+    is_error: bool = False
+    submitted: bool = False
+    timed_out: bool = False
+    exit_code: int | None = None
+
+
+# An opening fence with an optional shell language tag, then the body up to a closing fence or the end
+# (a reply cut by max_tokens may lack the closing fence; the command so far is still what was meant).
+_FENCE = re.compile(r"```[ \t]*(bash|sh|shell|console)?[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.DOTALL)
+_ANY_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+
+
+def text_format_help(finish_word: str) -> str:
+    """The observation shown after a text-format reply without an action."""
+    return (
+        "No command found in your reply. Reply with exactly one command in a fenced block:\n"
+        "```bash\n<command>\n```\n"
+        f"or reply {finish_word} alone on a line when the task is finished."
+    )
+
+
+def tool_calls_help(tool_names: list[str]) -> str:
+    """The observation shown after a tool_calls-format reply without a tool call."""
+    names = ", ".join(tool_names)
+    finish = " Call submit when the task is finished." if "submit" in tool_names else ""
+    return f"No tool call found in your reply. Call one of the tools: {names}.{finish}"
+
+
+def _has_finish_word(text: str, finish_word: str) -> bool:
+    outside = _ANY_FENCE.sub("\n", text)
+    for line in outside.splitlines():
+        if line.strip().rstrip(".!").strip() == finish_word:
+            return True
+    return False
+
+
+def parse_text_reply(content: str | None, finish_word: str, *, turn: int) -> ParsedReply:
+    """Parse a text-format reply: the first fenced shell block is the command; the finish word ends."""
+    text = content or ""
+    finish = bool(finish_word) and _has_finish_word(text, finish_word)
+    invocations: list[Invocation] = []
+    for m in _FENCE.finditer(text):
+        command = m.group(2).strip()
+        if command:
+            invocations.append(
+                Invocation(call_id=f"call_{turn}_0", name="bash", arguments={"command": command}, raw_arguments="")
+            )
+            break  # one command per turn: the first block is the one that runs
+    if not invocations and not finish:
+        return ParsedReply(error=text_format_help(finish_word))
+    return ParsedReply(invocations=invocations, finish=finish)
+
+
+def _schema_error(name: str, args: Any, schema: dict[str, Any]) -> str | None:
+    """A short message if `args` does not fit the tool's JSON schema (object, required keys, string types)."""
+    if not isinstance(args, dict):
+        return f"arguments of {name} must be a JSON object"
+    props: dict[str, Any] = schema.get("properties") or {}
+    missing = [k for k in schema.get("required") or [] if k not in args]
+    if missing:
+        return f"{name} needs argument(s): {', '.join(missing)}"
+    for key, spec in props.items():
+        if key in args and isinstance(spec, dict) and spec.get("type") == "string" and not isinstance(args[key], str):
+            return f"argument '{key}' of {name} must be a string"
+    return None
+
+
+def parse_tool_calls(
+    content: str | None,
+    tool_calls: list[ToolCallLike],
+    tools: dict[str, dict[str, Any]],
+) -> ParsedReply:
+    """Check each tool call against the allowed tools (name -> JSON schema of its parameters).
+
+    A bad call (unknown tool, arguments that are not JSON or miss a required field) is kept with an
+    `error`, so it still gets its own tool message in the history, as OpenAI's protocol requires.
+    """
+    if not tool_calls:
+        return ParsedReply(error=tool_calls_help(sorted(tools)))
+    out: list[Invocation] = []
+    finish = False
+    for call in tool_calls:
+        inv = Invocation(call.id, call.name, dict(call.arguments or {}), call.raw_arguments or "")
+        if call.name not in tools:
+            inv.error = f"unknown tool '{call.name}'; available: {', '.join(sorted(tools))}"
+        elif not call.arguments and call.raw_arguments.strip() not in ("", "{}"):
+            inv.error = f"arguments of {call.name} are not a JSON object: {call.raw_arguments[:200]}"
+        else:
+            inv.error = _schema_error(call.name, call.arguments or {}, tools[call.name])
+        if call.name == "submit" and inv.error is None:
+            finish = True
+        out.append(inv)
+    return ParsedReply(invocations=out, finish=finish)
+
+
+def truncate_middle(text: str, max_chars: int) -> str:
+    """Keep the head and the tail of `text` within `max_chars`, marking the cut in the middle.
+
+    Command output usually says what happened at the start and how it ended at the end (the error,
+    the summary line), so the middle is what goes. The result is never longer than `max_chars`.
+    """
+    if len(text) <= max_chars:
+        return text
+    # Size the marker for the largest number it could show, so the bound holds whatever is cut.
+    widest = len(f"\n[... {len(text)} characters cut ...]\n")
+    room = max_chars - widest
+    if room <= 0:
+        return text[:max_chars]
+    head, tail = room - room // 2, room // 2
+    cut = len(text) - head - tail
+    return text[:head] + f"\n[... {cut} characters cut ...]\n" + (text[len(text) - tail :] if tail else "")
+
+
+def resolve_path(path: str, workdir: str) -> str:
+    """Absolute paths stay; relative ones resolve against the sandbox's working directory."""
+    return posixpath.normpath(path if path.startswith("/") else posixpath.join(workdir, path))
+
+
+def format_exec(stdout: str, stderr: str, exit_code: int, timed_out: bool, timeout: float) -> str:
+    """The observation of a bash command: its output, then one status line."""
+    parts = [p for p in (stdout, stderr) if p]
+    body = "".join(p if p.endswith("\n") else p + "\n" for p in parts) if parts else "(no output)\n"
+    status = f"[timed out after {timeout:g}s]" if timed_out else f"[exit code {exit_code}]"
+    return body + status
+
+
+def run_invocation(
+    sandbox: Sandbox, inv: Invocation, *, workdir: str, command_timeout: float
+) -> ToolOutcome:
+    """Run one checked invocation in the sandbox. `SandboxError` propagates (infra, retried by the runner)."""
+    if inv.error is not None:
+        return ToolOutcome(content=f"error: {inv.error}", is_error=True)
+    args = inv.arguments
+    if inv.name == "bash":
+        res = sandbox.exec(str(args["command"]), timeout=command_timeout, workdir=workdir)
+        content = format_exec(res.stdout, res.stderr, res.exit_code, res.timed_out, command_timeout)
+        return ToolOutcome(content=content, timed_out=res.timed_out, exit_code=res.exit_code)
+    if inv.name == "read_file":
+        path = resolve_path(str(args["path"]), workdir)
+        data = sandbox.get_file(path)
+        if data is None:
+            return ToolOutcome(content=f"error: no such file: {path}", is_error=True)
+        return ToolOutcome(content=data.decode("utf-8", errors="replace"))
+    if inv.name == "write_file":
+        path = resolve_path(str(args["path"]), workdir)
+        data = str(args["content"]).encode()
+        sandbox.put_file(path, data)
+        return ToolOutcome(content=f"wrote {len(data)} bytes to {path}")
+    if inv.name == "submit":
+        return ToolOutcome(content="submitted", submitted=True)
+    return ToolOutcome(content=f"error: tool '{inv.name}' has no implementation in this harness", is_error=True)

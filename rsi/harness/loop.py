@@ -1,0 +1,294 @@
+"""The `harness` agent: a real model driven through a harness config, turn by turn, in a sandbox.
+
+One turn = one chat call, its parsed action(s), their observations. The loop stops on the finish
+word / `submit`, at max_turns (the config's, capped by the contract's), or when the agent time
+limit is spent (`timed_out`). Model and format problems are recorded in the outcome and the
+trajectory, never raised; `SandboxError` propagates so the trial runner retries it as infra.
+Every run writes `trajectory.json` (ATIF), also when it ends early.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from rsi.core.harness_config import HarnessConfig
+from rsi.core.trial import ErrorType, Usage
+from rsi.harness.actions import (
+    Invocation,
+    ParsedReply,
+    ToolOutcome,
+    parse_text_reply,
+    parse_tool_calls,
+    run_invocation,
+    truncate_middle,
+)
+from rsi.harness.agent import AGENTS, AgentContext, AgentOutcome, AgentSetupError
+from rsi.harness.atif import Metrics, ObservationResult, TrajectoryRecorder
+from rsi.harness.atif import ToolCall as AtifToolCall
+from rsi.harness.history import CallRecord, TurnEvent, make_history
+from rsi.harness.prompts import initial_messages, prompt_variables
+from rsi.models.client import ChatClient, ChatResult, ModelRequestError, ModelUnavailable
+from rsi.sandbox.base import Sandbox
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+
+
+class ChatModel(Protocol):
+    """What the loop needs of a model: one chat completion. `ChatClient` fits; tests pass fakes."""
+
+    def chat(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        max_tokens: int = 256,
+        stop: list[str] | None = None,
+        seed: int | None = None,
+    ) -> ChatResult: ...
+
+
+class Limits:
+    """The effective limits of one run: the config's, capped by the contract and the trial context."""
+
+    def __init__(self, config: HarnessConfig, ctx: AgentContext) -> None:
+        lim = ctx.contract.limits
+        self.max_turns = min(config.loop.max_turns, lim.max_turns)
+        self.max_tokens = min(config.sampling.max_tokens, lim.max_tokens_per_turn)
+        self.observation_max_chars = min(
+            config.loop.observation_max_chars, ctx.contract.substrate.observation_max_chars
+        )
+        self.command_timeout = min(
+            ctx.command_timeout_sec, lim.command_timeout_sec, config.limits.command_timeout_sec or float("inf")
+        )
+        self.agent_timeout = min(ctx.agent_timeout_sec, config.limits.agent_timeout_sec or float("inf"))
+
+
+def _model_name(ctx: AgentContext) -> str:
+    return ctx.generation.serve_name() if ctx.generation is not None else DEFAULT_MODEL
+
+
+def _make_client(config: HarnessConfig, ctx: AgentContext) -> ChatModel | None:
+    injected = ctx.extra.get("chat_model")
+    if injected is not None:
+        return injected  # type: ignore[no-any-return]
+    base_url = ctx.model_endpoint
+    if base_url is None and config.model.endpoint != "embedded":
+        base_url = config.model.endpoint
+    if base_url is None:
+        return None
+    api_key = os.environ.get(config.model.api_key_env) if config.model.api_key_env else None
+    return ChatClient(base_url, api_key=api_key, timeout=config.model.request_timeout_sec)
+
+
+class HarnessAgent:
+    """Agent `harness`: the model acts through the harness config's prompts, format and tools."""
+
+    name = "harness"
+
+    def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentOutcome:
+        config = ctx.harness_config
+        if config is None:
+            raise AgentSetupError("agent 'harness' needs a harness config (none was given for this trial)")
+        lim = Limits(config, ctx)
+        model_name = _model_name(ctx)
+        tools = ctx.contract.openai_tools(config.tools)
+        tool_schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+        workdir = sandbox.workdir or "/app"
+        config_dir = ctx.extra.get("harness_config_dir")
+        variables = prompt_variables(
+            config,
+            instruction=ctx.task.instruction,
+            workdir=workdir,
+            tools=tools,
+            max_turns=lim.max_turns,
+            task=ctx.task.name,
+        )
+        head = initial_messages(config, variables, config_dir=Path(config_dir) if config_dir else None)
+        history = make_history(config.loop.history, head, viewer=model_name)
+
+        outcome = AgentOutcome(model_name=model_name, harness_config_digest=config.digest())
+        rec = TrajectoryRecorder(
+            session_id=ctx.trial_id,
+            model_name=model_name,
+            tool_definitions=tools if config.action_format == "tool_calls" else None,
+            agent_extra={"harness_config": config.name, "action_format": config.action_format},
+        )
+        n_shots = len(config.prompt.few_shot)
+        rec.add("system", head[0]["content"])
+        rec.add("user", head[-1]["content"])
+        rec.rsi_extra.update(
+            task=ctx.task.name,
+            task_digest=ctx.task.digest,
+            trial_id=ctx.trial_id,
+            generation=ctx.generation.id if ctx.generation else None,
+            model_name=model_name,
+            harness_config_name=config.name,
+            harness_config_digest=outcome.harness_config_digest,
+            contract=ctx.contract.hcp,
+            action_format=config.action_format,
+            history=config.loop.history,
+            few_shot=head[1 : 1 + n_shots],
+            limits={"max_turns": lim.max_turns, "max_tokens": lim.max_tokens,
+                    "observation_max_chars": lim.observation_max_chars,
+                    "command_timeout_sec": lim.command_timeout, "agent_timeout_sec": lim.agent_timeout},
+        )
+        client = _make_client(config, ctx)
+        stop_reason = "max_turns"
+        start = time.monotonic()
+        try:
+            if client is None:
+                outcome.error_type = ErrorType.MODEL_UNAVAILABLE
+                outcome.error_message = "no model endpoint: the embedded server is not running and none was given"
+                stop_reason = "model_unavailable"
+                return outcome
+            stop_reason = self._turns(sandbox, ctx, config, lim, client, model_name, tools, tool_schemas,
+                                      workdir, history, rec, outcome, start)
+            return outcome
+        finally:
+            rec.rsi_extra["stop_reason"] = stop_reason
+            rec.rsi_extra["messages"] = history.messages()
+            rec.rsi_extra["tools"] = tools if config.action_format == "tool_calls" else []
+            rec.finish(
+                prompt_tokens=outcome.usage.prompt_tokens,
+                completion_tokens=outcome.usage.completion_tokens,
+                cached_tokens=outcome.usage.cached_tokens,
+                extra={"calls": outcome.usage.calls, "turns": outcome.turns,
+                       "elapsed_sec": round(time.monotonic() - start, 3)},
+            )
+            outcome.trajectory_path = rec.write(ctx.trial_dir / "trajectory.json")
+            if client is not None and client is not ctx.extra.get("chat_model") and hasattr(client, "close"):
+                client.close()
+
+    def _turns(
+        self,
+        sandbox: Sandbox,
+        ctx: AgentContext,
+        config: HarnessConfig,
+        lim: Limits,
+        client: ChatModel,
+        model_name: str,
+        tools: list[dict[str, Any]],
+        tool_schemas: dict[str, dict[str, Any]],
+        workdir: str,
+        history: Any,
+        rec: TrajectoryRecorder,
+        outcome: AgentOutcome,
+        start: float,
+    ) -> str:
+        """Run turns until a stop condition; return why it stopped."""
+        s = config.sampling
+        for turn in range(1, lim.max_turns + 1):
+            if time.monotonic() - start >= lim.agent_timeout:
+                outcome.timed_out = True
+                return "agent_timeout"
+            try:
+                result = client.chat(
+                    model_name,
+                    history.messages(),
+                    tools=tools if config.action_format == "tool_calls" else None,
+                    temperature=s.temperature,
+                    top_p=s.top_p,
+                    max_tokens=lim.max_tokens,
+                    stop=list(s.stop) or None,
+                    seed=s.seed,
+                )
+            except ModelUnavailable as e:
+                outcome.error_type, outcome.error_message = ErrorType.MODEL_UNAVAILABLE, str(e)
+                return "model_unavailable"
+            except ModelRequestError as e:
+                outcome.error_type, outcome.error_message = ErrorType.MODEL_CONFIG_ERROR, str(e)
+                return "model_request_error"
+            outcome.usage = outcome.usage.add(result.usage if result.usage.calls else _one_call(result.usage))
+            outcome.turns = turn
+
+            if config.action_format == "text":
+                parsed = parse_text_reply(result.content, config.loop.finish_word, turn=turn)
+            else:
+                parsed = parse_tool_calls(result.content, result.tool_calls, tool_schemas)
+
+            outcomes: list[ToolOutcome] = []
+            timed_out = False
+            for inv in parsed.invocations:
+                remaining = lim.agent_timeout - (time.monotonic() - start)
+                if remaining <= 0:
+                    timed_out = True
+                    break
+                out = run_invocation(sandbox, inv, workdir=workdir, command_timeout=min(lim.command_timeout, remaining))
+                out.content = truncate_middle(out.content, lim.observation_max_chars)
+                outcomes.append(out)
+            note = truncate_middle(parsed.error, lim.observation_max_chars) if parsed.error else None
+            self._record(history, rec, config, turn, model_name, result, parsed, outcomes, note)
+
+            if timed_out or time.monotonic() - start >= lim.agent_timeout:
+                outcome.timed_out = True
+                return "agent_timeout"
+            if parsed.finish or any(o.submitted for o in outcomes):
+                return "submitted" if config.action_format == "tool_calls" else "finish_word"
+        return "max_turns"
+
+    @staticmethod
+    def _record(
+        history: Any,
+        rec: TrajectoryRecorder,
+        config: HarnessConfig,
+        turn: int,
+        model_name: str,
+        result: ChatResult,
+        parsed: ParsedReply,
+        outcomes: list[ToolOutcome],
+        note: str | None,
+    ) -> None:
+        """Append the turn to the history (once, already truncated) and to the trajectory."""
+        invs: list[Invocation] = parsed.invocations
+        text_mode = config.action_format == "text"
+        calls = tuple(
+            CallRecord(server_id=("" if text_mode else inv.call_id), name=inv.name,
+                       raw_arguments=inv.raw_arguments, arguments=inv.arguments)
+            for inv in invs
+        )
+        observations = tuple(o.content for o in outcomes)
+        # A submit (or finish word) ends the episode: its observation is never shown to the model.
+        history.append(
+            TurnEvent(turn=turn, author=model_name, format=config.action_format, content=result.content,
+                      calls=calls if not text_mode else calls[: len(outcomes)],
+                      observations=observations, note=note)
+        )
+        atif_calls = [
+            AtifToolCall(tool_call_id=inv.call_id or f"call_{turn}_{k}", function_name=inv.name,
+                         arguments=inv.arguments, extra={"error": inv.error} if inv.error else None)
+            for k, inv in enumerate(invs)
+        ]
+        results = [
+            ObservationResult(source_call_id=atif_calls[k].tool_call_id, content=o.content,
+                              extra={"exit_code": o.exit_code, "timed_out": o.timed_out} if o.exit_code is not None
+                              else ({"error": True} if o.is_error else None))
+            for k, o in enumerate(outcomes)
+        ]
+        if note is not None:
+            results.append(ObservationResult(source_call_id=None, content=note, extra={"format_error": True}))
+        rec.add_agent(
+            message=result.content,
+            tool_calls=atif_calls,
+            results=results,
+            metrics=Metrics(prompt_tokens=result.usage.prompt_tokens,
+                            completion_tokens=result.usage.completion_tokens,
+                            cached_tokens=result.usage.cached_tokens),
+            model_name=result.model or model_name,
+            extra={"turn": turn, "finish_reason": result.finish_reason, "latency_sec": round(result.latency_sec, 3),
+                   "finish": parsed.finish},
+        )
+
+
+def _one_call(u: Usage) -> Usage:
+    """The client's Usage for one completion may leave `calls` at 0; a chat call is one call."""
+    return Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
+                 cached_tokens=u.cached_tokens, calls=1)
+
+
+AGENTS.add("harness", HarnessAgent)

@@ -1,0 +1,1 @@
+"""Reports: terminal (rich), Markdown and HTML views of trials, jobs and generation diffs."""
