@@ -41,7 +41,13 @@ class WorkspaceContext:
 
     @cached_property
     def store(self) -> Store:
-        return Store.for_path(self.ws.db_path)
+        store = Store.for_path(self.ws.db_path)
+        if not store.list_generations():
+            from rsi.loop.workspace import sync_generations
+
+            self.__dict__["store"] = store  # sync_generations reads ctx.store
+            sync_generations(self)
+        return store
 
     def generation(self, gen_id: str | None = None) -> GenerationManifest:
         return self.store.get_generation(gen_id) if gen_id else self.store.current_generation()

@@ -1,0 +1,3 @@
+from rsi.cli.app import main
+
+main()

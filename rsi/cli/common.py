@@ -1,0 +1,43 @@
+"""What every command shares: consoles, the workspace option, error handling, JSON output."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from rsi.core.errors import RsiError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+@contextmanager
+def errors() -> Iterator[None]:
+    """Turn any RsiError into one line on the error console and its exit code."""
+    try:
+        yield
+    except RsiError as e:
+        err_console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        raise typer.Exit(e.exit_code) from None
+
+
+def workspace_root(ctx: typer.Context) -> Path | None:
+    root = ctx.find_root()
+    obj = root.obj if isinstance(root.obj, dict) else {}
+    return obj.get("workspace")
+
+
+def open_context(ctx: typer.Context) -> Any:
+    from rsi.loop.context import WorkspaceContext
+
+    return WorkspaceContext.open(workspace_root(ctx))
+
+
+def print_json(obj: Any) -> None:
+    typer.echo(json.dumps(obj, indent=2, default=str))

@@ -1,0 +1,53 @@
+"""`rsi sandbox build-base|gc`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from rsi.cli.common import console, errors, print_json, workspace_root
+
+app = typer.Typer(help="Sandbox images and leftovers.", no_args_is_help=True)
+
+
+@app.command("build-base")
+def build_base(
+    ctx: typer.Context,
+    name: Annotated[str | None, typer.Option("--name", help="Image name (default: the workspace's base image).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even if the image exists.")] = False,
+) -> None:
+    """Build the local base image (Debian bookworm minbase + python3) with debootstrap and `docker import`."""
+    from rsi.sandbox.base_image import base_image_present, build_base_image, resolve_base_image
+    from rsi.store.workspace import Workspace
+
+    with errors():
+        ws = Workspace.locate(workspace_root(ctx))
+        image = name or resolve_base_image(ws.settings().sandbox.base_image if ws.exists() else None)
+        if base_image_present(image) and not force:
+            console.print(f"{image} already exists (use --force to rebuild)")
+            return
+        with console.status(f"building {image} (debootstrap, about a minute)..."):
+            build_base_image(image)
+    console.print(f"[green]built[/] {image}")
+
+
+@app.command()
+def gc(
+    ctx: typer.Context,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Remove every rsi-labelled container and snapshot image that no running job owns."""
+    from rsi.sandbox.registry import get_provider
+    from rsi.store.repo import Store
+    from rsi.store.workspace import Workspace
+
+    with errors():
+        ws = Workspace.locate(workspace_root(ctx))
+        live = Store.for_path(ws.db_path).live_job_ids() if ws.exists() else set()
+        provider = get_provider("docker")
+        report = provider.gc(live)
+    if json_out:
+        print_json({"containers": report.containers, "images": report.images, "live_jobs": sorted(live)})
+        return
+    console.print(f"removed {len(report.containers)} container(s), {len(report.images)} snapshot image(s)")

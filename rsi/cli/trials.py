@@ -1,0 +1,63 @@
+"""`rsi trials list|show`: read trial results and trajectories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from rsi.cli.common import console, errors, open_context, print_json
+from rsi.report.jobs import trial_json
+
+app = typer.Typer(help="Trials: results and trajectories.", no_args_is_help=True)
+
+
+@app.command("list")
+def list_trials(
+    ctx: typer.Context,
+    job: Annotated[str, typer.Argument(help="Job id.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the trials of a job."""
+    with errors():
+        store = open_context(ctx).store
+        rows = store.trials(store.get_job(job).id)
+    if json_out:
+        print_json([trial_json(t) for t in rows])
+        return
+    table = Table()
+    for c in ("trial", "status", "reward", "passed", "error"):
+        table.add_column(c)
+    for t in rows:
+        table.add_row(t.id, t.status, "-" if t.reward is None else f"{t.reward:g}", "yes" if t.passed else "no",
+                      t.error_type or "")
+    console.print(table)
+
+
+@app.command()
+def show(
+    ctx: typer.Context,
+    trial: Annotated[str, typer.Argument(help="Trial id (or a unique prefix).")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the trial's result as JSON.")] = False,
+) -> None:
+    """Show a trial's result and render its trajectory."""
+    with errors():
+        row = open_context(ctx).store.get_trial(trial)
+    if json_out:
+        print_json(trial_json(row))
+        return
+    console.print(
+        f"[bold]{row.id}[/]  status={row.status} reward={row.reward} passed={row.passed} "
+        f"error={row.error_type or '-'}"
+    )
+    if row.error_message:
+        console.print(f"[yellow]{row.error_message}[/]", markup=False)
+    traj = Path(row.trial_dir) / "trajectory.json"
+    if traj.is_file():
+        from rsi.report.trajectory import render_trajectory
+
+        render_trajectory(traj, console)
+    else:
+        console.print(f"(no trajectory at {traj})")

@@ -1,0 +1,55 @@
+"""`rsi init` and `rsi doctor`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from rsi.cli.common import console, errors, print_json, workspace_root
+
+
+def register(app: typer.Typer) -> None:
+    app.command("init")(init)
+    app.command("doctor")(doctor)
+
+
+def init(
+    directory: Annotated[Path, typer.Argument(help="Where to make the workspace.")] = Path("."),
+    no_tasks: Annotated[bool, typer.Option("--no-tasks", help="Do not copy the starter tasks.")] = False,
+) -> None:
+    """Make a workspace (contract, harness config, tasks, generations, .rsi/rsi.db) and register gen-0000."""
+    from rsi.loop.workspace import init_workspace
+
+    with errors():
+        m = init_workspace(directory, starter_tasks=not no_tasks)
+    console.print(f"workspace ready at [bold]{directory.resolve()}[/]")
+    console.print(
+        f"{m.id}: base {m.base_model.id}, harness config {m.harness_config.name} "
+        f"({m.harness_config.digest[:12]}), contract {m.contract}"
+    )
+
+
+def doctor(
+    ctx: typer.Context,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
+    no_start: Annotated[bool, typer.Option("--no-start", help="Do not start the embedded model server.")] = False,
+) -> None:
+    """Check the Docker daemon, the base image, the DB and the model endpoint; print the fix for each gap."""
+    from rsi.loop.doctor import run_checks
+
+    with errors():
+        checks = run_checks(workspace_root(ctx), start_model=not no_start)
+    if json_out:
+        print_json([c.__dict__ for c in checks])
+    else:
+        table = Table(show_header=True, header_style="bold")
+        for c in ("check", "status", "detail", "fix"):
+            table.add_column(c)
+        for c in checks:
+            table.add_row(c.name, "[green]ok[/]" if c.ok else "[red]missing[/]", c.detail, c.fix or "")
+        console.print(table)
+    if not all(c.ok for c in checks):
+        raise typer.Exit(1)

