@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -87,10 +88,7 @@ def tool_calls_help(tool_names: list[str]) -> str:
 
 def _has_finish_word(text: str, finish_word: str) -> bool:
     outside = _ANY_FENCE.sub("\n", text)
-    for line in outside.splitlines():
-        if line.strip().rstrip(".!").strip() == finish_word:
-            return True
-    return False
+    return any(line.strip().rstrip(".!").strip() == finish_word for line in outside.splitlines())
 
 
 def parse_text_reply(content: str | None, finish_word: str, *, turn: int) -> ParsedReply:
@@ -102,7 +100,9 @@ def parse_text_reply(content: str | None, finish_word: str, *, turn: int) -> Par
         command = m.group(2).strip()
         if command:
             invocations.append(
-                Invocation(call_id=f"call_{turn}_0", name="bash", arguments={"command": command}, raw_arguments="")
+                Invocation(
+                    call_id=f"call_{turn}_0", name="bash", arguments={"command": command}, raw_arguments=""
+                )
             )
             break  # one command per turn: the first block is the one that runs
     if not invocations and not finish:
@@ -119,14 +119,19 @@ def _schema_error(name: str, args: Any, schema: dict[str, Any]) -> str | None:
     if missing:
         return f"{name} needs argument(s): {', '.join(missing)}"
     for key, spec in props.items():
-        if key in args and isinstance(spec, dict) and spec.get("type") == "string" and not isinstance(args[key], str):
+        if (
+            key in args
+            and isinstance(spec, dict)
+            and spec.get("type") == "string"
+            and not isinstance(args[key], str)
+        ):
             return f"argument '{key}' of {name} must be a string"
     return None
 
 
 def parse_tool_calls(
     content: str | None,
-    tool_calls: list[ToolCallLike],
+    tool_calls: Sequence[ToolCallLike],
     tools: dict[str, dict[str, Any]],
 ) -> ParsedReply:
     """Check each tool call against the allowed tools (name -> JSON schema of its parameters).
@@ -183,9 +188,7 @@ def format_exec(stdout: str, stderr: str, exit_code: int, timed_out: bool, timeo
     return body + status
 
 
-def run_invocation(
-    sandbox: Sandbox, inv: Invocation, *, workdir: str, command_timeout: float
-) -> ToolOutcome:
+def run_invocation(sandbox: Sandbox, inv: Invocation, *, workdir: str, command_timeout: float) -> ToolOutcome:
     """Run one checked invocation in the sandbox. `SandboxError` propagates (infra, retried by the runner)."""
     if inv.error is not None:
         return ToolOutcome(content=f"error: {inv.error}", is_error=True)
@@ -207,4 +210,6 @@ def run_invocation(
         return ToolOutcome(content=f"wrote {len(data)} bytes to {path}")
     if inv.name == "submit":
         return ToolOutcome(content="submitted", submitted=True)
-    return ToolOutcome(content=f"error: tool '{inv.name}' has no implementation in this harness", is_error=True)
+    return ToolOutcome(
+        content=f"error: tool '{inv.name}' has no implementation in this harness", is_error=True
+    )

@@ -99,7 +99,9 @@ class Step(_Open):
             try:
                 datetime.fromisoformat(self.timestamp.replace("Z", "+00:00"))
             except ValueError:
-                raise ValueError(f"step {self.step_id}: timestamp {self.timestamp!r} is not ISO 8601") from None
+                raise ValueError(
+                    f"step {self.step_id}: timestamp {self.timestamp!r} is not ISO 8601"
+                ) from None
         if self.source != "agent":
             bad = [f for f in _AGENT_ONLY if getattr(self, f, None) is not None]
             if bad:
@@ -178,7 +180,9 @@ class TrajectoryRecorder:
     def _next_id(self) -> int:
         return len(self.trajectory.steps) + 1
 
-    def add(self, source: Literal["system", "user"], message: str, extra: dict[str, Any] | None = None) -> Step:
+    def add(
+        self, source: Literal["system", "user"], message: str, extra: dict[str, Any] | None = None
+    ) -> Step:
         step = Step(step_id=self._next_id(), timestamp=now_iso(), source=source, message=message, extra=extra)
         self.trajectory.steps.append(step)
         return step
@@ -207,8 +211,14 @@ class TrajectoryRecorder:
         self.trajectory.steps.append(step)
         return step
 
-    def finish(self, *, prompt_tokens: int, completion_tokens: int, cached_tokens: int,
-               extra: dict[str, Any] | None = None) -> Trajectory:
+    def finish(
+        self,
+        *,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int,
+        extra: dict[str, Any] | None = None,
+    ) -> Trajectory:
         t = self.trajectory
         t.final_metrics = FinalMetrics(
             total_prompt_tokens=prompt_tokens,

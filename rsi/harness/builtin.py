@@ -8,9 +8,9 @@ and fails with `nop`. Both write a small ATIF trajectory like every other agent,
 from __future__ import annotations
 
 from rsi.core.trial import ErrorType
+from rsi.harness.actions import format_exec
 from rsi.harness.agent import AGENTS, AgentContext, AgentOutcome
 from rsi.harness.atif import ObservationResult, ToolCall, TrajectoryRecorder
-from rsi.harness.actions import format_exec
 from rsi.sandbox.base import Sandbox
 
 SOLUTION_DIR = "/solution"
@@ -49,16 +49,21 @@ class OracleAgent:
         sandbox.put_dir(solution, SOLUTION_DIR)
         res = sandbox.exec(SOLVE_COMMAND, timeout=ctx.agent_timeout_sec, workdir=sandbox.workdir)
         log.write_text(
-            f"$ {SOLVE_COMMAND}\n# exit code {res.exit_code}, timed out {res.timed_out}, {res.duration:.2f}s\n"
+            f"$ {SOLVE_COMMAND}\n"
+            f"# exit code {res.exit_code}, timed out {res.timed_out}, {res.duration:.2f}s\n"
             f"--- stdout ---\n{res.stdout}\n--- stderr ---\n{res.stderr}\n"
         )
         rec.add_agent(
             message="",
-            tool_calls=[ToolCall(tool_call_id="call_1_0", function_name="bash", arguments={"command": SOLVE_COMMAND})],
+            tool_calls=[
+                ToolCall(tool_call_id="call_1_0", function_name="bash", arguments={"command": SOLVE_COMMAND})
+            ],
             results=[
                 ObservationResult(
                     source_call_id="call_1_0",
-                    content=format_exec(res.stdout, res.stderr, res.exit_code, res.timed_out, ctx.agent_timeout_sec),
+                    content=format_exec(
+                        res.stdout, res.stderr, res.exit_code, res.timed_out, ctx.agent_timeout_sec
+                    ),
                     extra={"exit_code": res.exit_code, "timed_out": res.timed_out},
                 )
             ],

@@ -14,15 +14,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rsi.core.contract import Contract
+from rsi.core.harness_config import HarnessConfig
+from rsi.core.task import Task, TaskSpec
 from rsi.core.trial import Usage
+from rsi.harness.agent import AgentContext
 from rsi.models.client import ChatResult, ToolCall
 from rsi.sandbox.base import ExecResult
 
 Reply = str | ChatResult | Exception | Callable[[list[dict[str, Any]]], "str | ChatResult"]
 
 
-def text_result(content: str | None, *, prompt_tokens: int = 10, completion_tokens: int = 5,
-                tool_calls: list[ToolCall] | None = None, model: str = "fake") -> ChatResult:
+def text_result(
+    content: str | None,
+    *,
+    prompt_tokens: int = 10,
+    completion_tokens: int = 5,
+    tool_calls: list[ToolCall] | None = None,
+    model: str = "fake",
+) -> ChatResult:
     return ChatResult(
         content=content,
         tool_calls=tool_calls or [],
@@ -46,12 +56,30 @@ class ScriptedChatModel:
     delay_sec: float = 0.0
     requests: list[dict[str, Any]] = field(default_factory=list)
 
-    def chat(self, model: str, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-             temperature: float = 0.0, top_p: float = 1.0, max_tokens: int = 256, stop: list[str] | None = None,
-             seed: int | None = None) -> ChatResult:
-        self.requests.append({"model": model, "messages": copy.deepcopy(messages), "tools": tools,
-                              "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens,
-                              "stop": stop, "seed": seed})
+    def chat(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        max_tokens: int = 256,
+        stop: list[str] | None = None,
+        seed: int | None = None,
+    ) -> ChatResult:
+        self.requests.append(
+            {
+                "model": model,
+                "messages": copy.deepcopy(messages),
+                "tools": tools,
+                "temperature": temperature,
+                "top_p": top_p,
+                "max_tokens": max_tokens,
+                "stop": stop,
+                "seed": seed,
+            }
+        )
         if self.delay_sec:
             time.sleep(self.delay_sec)
         reply = self.replies[min(len(self.requests) - 1, len(self.replies) - 1)]
@@ -76,8 +104,14 @@ class ScriptedSandbox:
     commands: list[tuple[str, float | None, str | None]] = field(default_factory=list)
     exec_delay_sec: float = 0.0
 
-    def exec(self, cmd: str, *, timeout: float | None = None, workdir: str | None = None,
-             env: dict[str, str] | None = None) -> ExecResult:
+    def exec(
+        self,
+        cmd: str,
+        *,
+        timeout: float | None = None,
+        workdir: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
         self.commands.append((cmd, timeout, workdir))
         if self.exec_delay_sec:
             time.sleep(self.exec_delay_sec)
@@ -106,3 +140,39 @@ class ScriptedSandbox:
 
     def stop(self) -> None:
         return None
+
+
+def make_context(
+    trial_dir: Path,
+    *,
+    contract: Contract,
+    config: HarnessConfig | None = None,
+    chat_model: Any = None,
+    instruction: str = "Create the file /app/hello.txt containing hello.",
+    task_name: str = "hello",
+    task_dir: Path | None = None,
+    agent_timeout_sec: float = 60.0,
+    command_timeout_sec: float = 30.0,
+) -> AgentContext:
+    """An AgentContext for one fake trial (no task directory on disk needed unless the agent reads it)."""
+    task = Task(
+        name=task_name,
+        path=str(task_dir or trial_dir),
+        spec=TaskSpec(),
+        instruction=instruction,
+        digest="0" * 64,
+        env_digest="0" * 64,
+        has_solution=True,
+    )
+    extra: dict[str, Any] = {"chat_model": chat_model} if chat_model is not None else {}
+    return AgentContext(
+        task=task,
+        task_dir=task_dir or trial_dir,
+        trial_dir=trial_dir,
+        trial_id="trial-0001",
+        contract=contract,
+        agent_timeout_sec=agent_timeout_sec,
+        command_timeout_sec=command_timeout_sec,
+        harness_config=config,
+        extra=extra,
+    )

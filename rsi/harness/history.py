@@ -67,8 +67,7 @@ class History(Protocol):
         """The prompt of the next call (a fresh copy the caller may keep)."""
         ...
 
-    def append(self, turn: TurnEvent) -> None:
-        ...
+    def append(self, turn: TurnEvent) -> None: ...
 
 
 def _own_id(turn: int, k: int) -> str:
@@ -82,7 +81,8 @@ def _arguments_text(call: CallRecord) -> str:
 def render_turn(turn: TurnEvent, *, server_ids: bool) -> list[dict[str, Any]]:
     """The messages of one turn: the assistant reply, then what the harness answered."""
     ids = [
-        (c.server_id if server_ids and c.server_id else _own_id(turn.turn, k)) for k, c in enumerate(turn.calls)
+        (c.server_id if server_ids and c.server_id else _own_id(turn.turn, k))
+        for k, c in enumerate(turn.calls)
     ]
     assistant: dict[str, Any] = {"role": "assistant", "content": turn.content}
     if turn.format == "tool_calls" and turn.calls:
@@ -106,7 +106,9 @@ def render_turn(turn: TurnEvent, *, server_ids: bool) -> list[dict[str, Any]]:
 def summarize_turn(turn: TurnEvent) -> list[dict[str, Any]]:
     """A foreign turn as the viewer sees it: one line of what was done, then the observations."""
     done = "; ".join(f"{c.name} {_arguments_text(c)}" for c in turn.calls) or "no action"
-    out: list[dict[str, Any]] = [{"role": "assistant", "content": f"[turn {turn.turn} by {turn.author}] {done}"}]
+    out: list[dict[str, Any]] = [
+        {"role": "assistant", "content": f"[turn {turn.turn} by {turn.author}] {done}"}
+    ]
     obs = [o for o in turn.observations] + ([turn.note] if turn.note is not None else [])
     if obs:
         out.append({"role": "user", "content": "\n".join(obs)})
@@ -143,7 +145,9 @@ class OwnViewHistory:
 
     policy = "own_view"
 
-    def __init__(self, head: Sequence[dict[str, Any]], viewer: str, timeline: Sequence[TurnEvent] = ()) -> None:
+    def __init__(
+        self, head: Sequence[dict[str, Any]], viewer: str, timeline: Sequence[TurnEvent] = ()
+    ) -> None:
         self._head = tuple(copy.deepcopy(list(head)))
         self.viewer = viewer
         self.timeline: list[TurnEvent] = list(timeline)

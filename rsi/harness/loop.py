@@ -64,7 +64,9 @@ class Limits:
             config.loop.observation_max_chars, ctx.contract.substrate.observation_max_chars
         )
         self.command_timeout = min(
-            ctx.command_timeout_sec, lim.command_timeout_sec, config.limits.command_timeout_sec or float("inf")
+            ctx.command_timeout_sec,
+            lim.command_timeout_sec,
+            config.limits.command_timeout_sec or float("inf"),
         )
         self.agent_timeout = min(ctx.agent_timeout_sec, config.limits.agent_timeout_sec or float("inf"))
 
@@ -110,7 +112,9 @@ class HarnessAgent:
             task=ctx.task.name,
         )
         head = initial_messages(config, variables, config_dir=Path(config_dir) if config_dir else None)
-        history = make_history(config.loop.history, head, viewer=model_name)
+        # `history_factory` lets benchmarks and experiments try a policy the config cannot name.
+        factory = ctx.extra.get("history_factory")
+        history = factory(head) if factory else make_history(config.loop.history, head, viewer=model_name)
 
         outcome = AgentOutcome(model_name=model_name, harness_config_digest=config.digest())
         rec = TrajectoryRecorder(
@@ -134,9 +138,13 @@ class HarnessAgent:
             action_format=config.action_format,
             history=config.loop.history,
             few_shot=head[1 : 1 + n_shots],
-            limits={"max_turns": lim.max_turns, "max_tokens": lim.max_tokens,
-                    "observation_max_chars": lim.observation_max_chars,
-                    "command_timeout_sec": lim.command_timeout, "agent_timeout_sec": lim.agent_timeout},
+            limits={
+                "max_turns": lim.max_turns,
+                "max_tokens": lim.max_tokens,
+                "observation_max_chars": lim.observation_max_chars,
+                "command_timeout_sec": lim.command_timeout,
+                "agent_timeout_sec": lim.agent_timeout,
+            },
         )
         client = _make_client(config, ctx)
         stop_reason = "max_turns"
@@ -144,11 +152,26 @@ class HarnessAgent:
         try:
             if client is None:
                 outcome.error_type = ErrorType.MODEL_UNAVAILABLE
-                outcome.error_message = "no model endpoint: the embedded server is not running and none was given"
+                outcome.error_message = (
+                    "no model endpoint: the embedded server is not running and none was given"
+                )
                 stop_reason = "model_unavailable"
                 return outcome
-            stop_reason = self._turns(sandbox, ctx, config, lim, client, model_name, tools, tool_schemas,
-                                      workdir, history, rec, outcome, start)
+            stop_reason = self._turns(
+                sandbox,
+                ctx,
+                config,
+                lim,
+                client,
+                model_name,
+                tools,
+                tool_schemas,
+                workdir,
+                history,
+                rec,
+                outcome,
+                start,
+            )
             return outcome
         finally:
             rec.rsi_extra["stop_reason"] = stop_reason
@@ -158,8 +181,11 @@ class HarnessAgent:
                 prompt_tokens=outcome.usage.prompt_tokens,
                 completion_tokens=outcome.usage.completion_tokens,
                 cached_tokens=outcome.usage.cached_tokens,
-                extra={"calls": outcome.usage.calls, "turns": outcome.turns,
-                       "elapsed_sec": round(time.monotonic() - start, 3)},
+                extra={
+                    "calls": outcome.usage.calls,
+                    "turns": outcome.turns,
+                    "elapsed_sec": round(time.monotonic() - start, 3),
+                },
             )
             outcome.trajectory_path = rec.write(ctx.trial_dir / "trajectory.json")
             if client is not None and client is not ctx.extra.get("chat_model") and hasattr(client, "close"):
@@ -219,7 +245,9 @@ class HarnessAgent:
                 if remaining <= 0:
                     timed_out = True
                     break
-                out = run_invocation(sandbox, inv, workdir=workdir, command_timeout=min(lim.command_timeout, remaining))
+                out = run_invocation(
+                    sandbox, inv, workdir=workdir, command_timeout=min(lim.command_timeout, remaining)
+                )
                 out.content = truncate_middle(out.content, lim.observation_max_chars)
                 outcomes.append(out)
             note = truncate_middle(parsed.error, lim.observation_max_chars) if parsed.error else None
@@ -248,26 +276,44 @@ class HarnessAgent:
         invs: list[Invocation] = parsed.invocations
         text_mode = config.action_format == "text"
         calls = tuple(
-            CallRecord(server_id=("" if text_mode else inv.call_id), name=inv.name,
-                       raw_arguments=inv.raw_arguments, arguments=inv.arguments)
+            CallRecord(
+                server_id=("" if text_mode else inv.call_id),
+                name=inv.name,
+                raw_arguments=inv.raw_arguments,
+                arguments=inv.arguments,
+            )
             for inv in invs
         )
         observations = tuple(o.content for o in outcomes)
         # A submit (or finish word) ends the episode: its observation is never shown to the model.
         history.append(
-            TurnEvent(turn=turn, author=model_name, format=config.action_format, content=result.content,
-                      calls=calls if not text_mode else calls[: len(outcomes)],
-                      observations=observations, note=note)
+            TurnEvent(
+                turn=turn,
+                author=model_name,
+                format=config.action_format,
+                content=result.content,
+                calls=calls if not text_mode else calls[: len(outcomes)],
+                observations=observations,
+                note=note,
+            )
         )
         atif_calls = [
-            AtifToolCall(tool_call_id=inv.call_id or f"call_{turn}_{k}", function_name=inv.name,
-                         arguments=inv.arguments, extra={"error": inv.error} if inv.error else None)
+            AtifToolCall(
+                tool_call_id=inv.call_id or f"call_{turn}_{k}",
+                function_name=inv.name,
+                arguments=inv.arguments,
+                extra={"error": inv.error} if inv.error else None,
+            )
             for k, inv in enumerate(invs)
         ]
         results = [
-            ObservationResult(source_call_id=atif_calls[k].tool_call_id, content=o.content,
-                              extra={"exit_code": o.exit_code, "timed_out": o.timed_out} if o.exit_code is not None
-                              else ({"error": True} if o.is_error else None))
+            ObservationResult(
+                source_call_id=atif_calls[k].tool_call_id,
+                content=o.content,
+                extra={"exit_code": o.exit_code, "timed_out": o.timed_out}
+                if o.exit_code is not None
+                else ({"error": True} if o.is_error else None),
+            )
             for k, o in enumerate(outcomes)
         ]
         if note is not None:
@@ -276,19 +322,29 @@ class HarnessAgent:
             message=result.content,
             tool_calls=atif_calls,
             results=results,
-            metrics=Metrics(prompt_tokens=result.usage.prompt_tokens,
-                            completion_tokens=result.usage.completion_tokens,
-                            cached_tokens=result.usage.cached_tokens),
+            metrics=Metrics(
+                prompt_tokens=result.usage.prompt_tokens,
+                completion_tokens=result.usage.completion_tokens,
+                cached_tokens=result.usage.cached_tokens,
+            ),
             model_name=result.model or model_name,
-            extra={"turn": turn, "finish_reason": result.finish_reason, "latency_sec": round(result.latency_sec, 3),
-                   "finish": parsed.finish},
+            extra={
+                "turn": turn,
+                "finish_reason": result.finish_reason,
+                "latency_sec": round(result.latency_sec, 3),
+                "finish": parsed.finish,
+            },
         )
 
 
 def _one_call(u: Usage) -> Usage:
     """The client's Usage for one completion may leave `calls` at 0; a chat call is one call."""
-    return Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
-                 cached_tokens=u.cached_tokens, calls=1)
+    return Usage(
+        prompt_tokens=u.prompt_tokens,
+        completion_tokens=u.completion_tokens,
+        cached_tokens=u.cached_tokens,
+        calls=1,
+    )
 
 
 AGENTS.add("harness", HarnessAgent)

@@ -57,8 +57,11 @@ def prompt_variables(
 ) -> dict[str, Any]:
     """The variables every template sees. `tools` is the OpenAI tools list, flattened for templates."""
     flat = [
-        {"name": t["function"]["name"], "description": t["function"].get("description", ""),
-         "parameters": t["function"].get("parameters", {})}
+        {
+            "name": t["function"]["name"],
+            "description": t["function"].get("description", ""),
+            "parameters": t["function"].get("parameters", {}),
+        }
         for t in tools
     ]
     return {
@@ -77,7 +80,10 @@ def initial_messages(
 ) -> list[dict[str, Any]]:
     """System prompt, few-shot messages, then the instruction: the fixed head of every prompt."""
     msgs: list[dict[str, Any]] = [
-        {"role": "system", "content": render(config.prompt.system, variables, config_dir=config_dir, what="system")}
+        {
+            "role": "system",
+            "content": render(config.prompt.system, variables, config_dir=config_dir, what="system"),
+        }
     ]
     for i, shot in enumerate(config.prompt.few_shot):
         content = render(shot.content, variables, config_dir=config_dir, what=f"few_shot[{i}].content")

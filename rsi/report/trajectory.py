@@ -36,7 +36,10 @@ def _header(t: Trajectory) -> Table:
         ("model", t.agent.model_name or r.get("model_name")),
         ("generation", r.get("generation")),
         ("config", f"{r.get('harness_config_name')} @ {digest[:12]}" if digest else None),
-        ("format / history", f"{r.get('action_format')} / {r.get('history')}" if r.get("action_format") else None),
+        (
+            "format / history",
+            f"{r.get('action_format')} / {r.get('history')}" if r.get("action_format") else None,
+        ),
         ("stop", r.get("stop_reason")),
         ("steps", str(len(t.steps))),
     ]
@@ -46,7 +49,8 @@ def _header(t: Trajectory) -> Table:
             (
                 "tokens",
                 f"prompt {fm.total_prompt_tokens or 0}, completion {fm.total_completion_tokens or 0}, "
-                f"cached {fm.total_cached_tokens or 0}" + (f" in {calls} call(s)" if calls is not None else ""),
+                f"cached {fm.total_cached_tokens or 0}"
+                + (f" in {calls} call(s)" if calls is not None else ""),
             )
         )
     for key, value in rows:
@@ -71,8 +75,12 @@ def _step_panel(step: Step) -> Panel:
     if step.metrics is not None:
         m = step.metrics
         title += f" [dim]({m.prompt_tokens or 0}+{m.completion_tokens or 0} tok)[/]"
-    return Panel(Group(*parts) if parts else Text("(empty)", style="dim"), title=title, title_align="left",
-                 border_style=_STYLE.get(step.source, "white"))
+    return Panel(
+        Group(*parts) if parts else Text("(empty)", style="dim"),
+        title=title,
+        title_align="left",
+        border_style=_STYLE.get(step.source, "white"),
+    )
 
 
 def render_trajectory(source: Path | str | Trajectory, console: Console) -> None:
