@@ -137,6 +137,9 @@ class SandboxProvider(Protocol):
     def remove_image(self, tag: str) -> None:
         ...
 
-    def gc(self, live_jobs: set[str]) -> GcReport:
-        """Remove containers and snapshot images labelled by rsi whose job is not in `live_jobs`."""
+    def gc(self, live_jobs: set[str], *, scope: set[str] | None = None) -> GcReport:
+        """Remove containers and snapshot images labelled by rsi whose job is not in `live_jobs`.
+
+        `scope`, when given, limits the sweep to those jobs (tests share a daemon with other work).
+        """
         ...

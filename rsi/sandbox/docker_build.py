@@ -1,0 +1,92 @@
+"""Building a task's `environment/` into an image with the Docker daemon.
+
+A failing Dockerfile is the task's fault (`BuildError`, with the build log); a daemon that cannot
+be reached or answers 5xx is infra (`SandboxError`, after retries).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import requests
+
+from rsi.sandbox.base import BuildError, SandboxError
+from rsi.sandbox.docker_io import call, is_transient
+
+LOG_TAIL_CHARS = 20_000
+
+
+def build_image(
+    api: docker.APIClient,
+    env_dir: Path,
+    tag: str,
+    *,
+    build_args: dict[str, str],
+    labels: dict[str, str],
+    timeout: float,
+) -> str:
+    """Build `env_dir` as `tag`; return the build log. Raises BuildError or SandboxError."""
+    dockerfile = env_dir / "Dockerfile"
+    if not dockerfile.is_file():
+        raise BuildError(f"{dockerfile}: no Dockerfile in the task environment")
+    deadline = time.monotonic() + timeout
+    log: list[str] = []
+
+    def start() -> Any:
+        return api.build(
+            path=str(env_dir),
+            tag=tag,
+            buildargs=build_args,
+            labels=labels,
+            rm=True,
+            forcerm=True,
+            pull=False,
+            decode=True,
+            timeout=max(1, int(timeout)),
+        )
+
+    try:
+        stream = call(f"build {tag}", _start_or_build_error, start)
+        assert stream is not None
+        for chunk in stream:
+            if "stream" in chunk:
+                log.append(str(chunk["stream"]))
+            if "error" in chunk or "errorDetail" in chunk:
+                detail = chunk.get("errorDetail") or {}
+                msg = str(chunk.get("error") or detail.get("message") or "build failed")
+                log.append(msg + "\n")
+                raise BuildError(f"environment build failed: {msg.strip()}", _tail(log))
+            if time.monotonic() > deadline:
+                _close(stream)
+                raise BuildError(f"environment build did not finish within {timeout:.0f}s", _tail(log))
+    except (requests.exceptions.RequestException, docker.errors.DockerException) as e:
+        if isinstance(e, requests.exceptions.ReadTimeout):
+            raise BuildError(f"environment build did not finish within {timeout:.0f}s", _tail(log)) from e
+        raise SandboxError(f"build {tag}: daemon failed during the build: {e}") from e
+    return _tail(log)
+
+
+def _start_or_build_error(start: Any) -> Any:
+    """A 4xx answer to the build request means the context/Dockerfile is bad: the task's fault."""
+    try:
+        return start()
+    except docker.errors.APIError as e:
+        if not is_transient(e) and e.status_code is not None and 400 <= e.status_code < 500:
+            raise BuildError(f"environment build rejected: {e.explanation or e}", str(e)) from e
+        raise
+
+
+def _close(stream: Any) -> None:
+    # Closing the generator drops the connection, which makes the daemon cancel the build.
+    close = getattr(stream, "close", None)
+    if close is not None:
+        close()
+
+
+def _tail(log: list[str]) -> str:
+    text = "".join(log)
+    return text if len(text) <= LOG_TAIL_CHARS else "[...]\n" + text[-LOG_TAIL_CHARS:]

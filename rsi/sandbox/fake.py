@@ -1,0 +1,219 @@
+"""A sandbox provider without Docker, for unit tests of trial logic.
+
+A sandbox is a temp directory standing for the container root: sandbox path /x/y is
+<root>/x/y, commands run with real `bash` in <root><workdir> with SANDBOX_ROOT=<root> set.
+There is no isolation at all: commands can touch the host. Images are only names; a snapshot is
+a copy of the tree. It passes the same conformance suite as the docker provider.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from rsi.sandbox.base import LABEL_JOB, ExecResult, GcReport, ImageRef, SandboxError, SandboxSpec
+
+
+def _listing(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Every path under root (relative) -> (mtime_ns, size, mode), for change detection."""
+    out: dict[str, tuple[int, int, int]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(p)
+            except FileNotFoundError:
+                continue
+            out[os.path.relpath(p, root)] = (st.st_mtime_ns, st.st_size, st.st_mode)
+    return out
+
+
+class FakeSandbox:
+    def __init__(self, provider: FakeSandboxProvider, root: Path, spec: SandboxSpec) -> None:
+        self._provider = provider
+        self.root = root
+        self.id = f"fake-{secrets.token_hex(6)}"
+        self.workdir = spec.workdir
+        self.labels = dict(spec.labels)
+        self._env = dict(spec.env)
+        self._stopped = False
+        self.host_path(spec.workdir).mkdir(parents=True, exist_ok=True)
+        self._baseline = _listing(root)
+
+    def host_path(self, path: str) -> Path:
+        """Where sandbox path `path` (absolute, or relative to the workdir) lies on the host."""
+        if not path.startswith("/"):
+            path = f"{self.workdir.rstrip('/')}/{path}"
+        return self.root / os.path.normpath(path).lstrip("/")
+
+    def exec(
+        self,
+        cmd: str,
+        *,
+        timeout: float | None = None,
+        workdir: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        self._check()
+        cwd = self.host_path(workdir or self.workdir)
+        full_env = {**os.environ, **self._env, **(env or {}), "SANDBOX_ROOT": str(self.root)}
+        start = time.monotonic()
+        if not cwd.is_dir():
+            return ExecResult(126, "", f"cannot chdir to {workdir}: no such directory\n", duration=0.0)
+        # Files, not pipes: a background child holding a pipe would keep us waiting.
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(
+                ["bash", "-c", cmd],
+                cwd=cwd,
+                env=full_env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+            timed_out = False
+            try:
+                code = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                code = 137
+            out.seek(0)
+            err.seek(0)
+            stdout = out.read().decode("utf-8", errors="replace")
+            stderr = err.read().decode("utf-8", errors="replace")
+        return ExecResult(code, stdout, stderr, timed_out=timed_out, duration=time.monotonic() - start)
+
+    def put_file(self, dest: str, data: bytes, mode: int = 0o644) -> None:
+        self._check()
+        p = self.host_path(dest)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+        p.chmod(mode)
+
+    def put_dir(self, src: Path, dest: str) -> None:
+        self._check()
+        shutil.copytree(src, self.host_path(dest), symlinks=True, dirs_exist_ok=True)
+
+    def get_file(self, path: str) -> bytes | None:
+        self._check()
+        p = self.host_path(path)
+        return p.read_bytes() if p.is_file() else None
+
+    def get_dir(self, src: str, dest: Path) -> bool:
+        self._check()
+        p = self.host_path(src)
+        if not p.is_dir():
+            return False
+        shutil.copytree(p, dest, symlinks=True, dirs_exist_ok=True)
+        return True
+
+    def changed_paths(self) -> list[str]:
+        self._check()
+        now = _listing(self.root)
+        keys = set(now) | set(self._baseline)
+        return sorted("/" + k for k in keys if now.get(k) != self._baseline.get(k))
+
+    def snapshot(self, labels: dict[str, str]) -> str:
+        self._check()
+        return self._provider._add_snapshot(self.root, {**self.labels, **labels})
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        shutil.rmtree(self.root, ignore_errors=True)
+        self._provider._forget(self)
+
+    def _check(self) -> None:
+        if self._stopped:
+            raise SandboxError(f"sandbox {self.id} was stopped")
+
+
+class FakeSandboxProvider:
+    """Local-directory sandboxes. `images` and `snapshots` are inspectable by tests."""
+
+    name = "fake"
+
+    def __init__(self, base_dir: Path | None = None, *, images: set[str] | None = None) -> None:
+        """`images`: names that exist from the start (as if already built or pulled)."""
+        self._base = Path(base_dir) if base_dir else Path(tempfile.mkdtemp(prefix="rsi-fake-"))
+        self._base.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self.images: set[str] = set(images or ())
+        self.snapshots: dict[str, tuple[Path, dict[str, str]]] = {}
+        self.live: dict[str, FakeSandbox] = {}
+        self.builds = 0
+
+    def ping(self) -> None:
+        return None
+
+    def ensure_image(
+        self, env_dir: Path, env_digest: str, *, build_args: dict[str, str], timeout: float
+    ) -> ImageRef:
+        tag = f"rsi-env:{env_digest[:16]}"
+        with self._lock:
+            if tag in self.images:
+                return ImageRef(tag=tag, built=False)
+            self.images.add(tag)
+            self.builds += 1
+        return ImageRef(tag=tag, built=True)
+
+    def start(self, spec: SandboxSpec) -> FakeSandbox:
+        root = Path(tempfile.mkdtemp(prefix="sb-", dir=self._base))
+        snap = self.snapshots.get(spec.image)
+        if snap is not None:
+            shutil.copytree(snap[0], root, symlinks=True, dirs_exist_ok=True)
+        elif spec.image not in self.images:
+            # Like docker with a missing local image: an infra error, not a task problem.
+            shutil.rmtree(root, ignore_errors=True)
+            raise SandboxError(f"create container from {spec.image}: not found (no such image)")
+        sb = FakeSandbox(self, root, spec)
+        with self._lock:
+            self.live[sb.id] = sb
+        return sb
+
+    def remove_image(self, tag: str) -> None:
+        with self._lock:
+            self.images.discard(tag)
+            snap = self.snapshots.pop(tag, None)
+        if snap is not None:
+            shutil.rmtree(snap[0], ignore_errors=True)
+
+    def gc(self, live_jobs: set[str], *, scope: set[str] | None = None) -> GcReport:
+        report = GcReport()
+
+        def doomed(labels: dict[str, str]) -> bool:
+            job = labels.get(LABEL_JOB)
+            return (scope is None or job in scope) and job not in live_jobs
+
+        for sb in [s for s in list(self.live.values()) if doomed(s.labels)]:
+            sb.stop()
+            report.containers.append(sb.id)
+        for tag, (_path, labels) in list(self.snapshots.items()):
+            if doomed(labels):
+                self.remove_image(tag)
+                report.images.append(tag)
+        return report
+
+    def _add_snapshot(self, root: Path, labels: dict[str, str]) -> str:
+        tag = f"rsi-snap:{secrets.token_hex(6)}"
+        dest = Path(tempfile.mkdtemp(prefix="snap-", dir=self._base))
+        shutil.copytree(root, dest, symlinks=True, dirs_exist_ok=True)
+        with self._lock:
+            self.snapshots[tag] = (dest, labels)
+        return tag
+
+    def _forget(self, sb: FakeSandbox) -> None:
+        with self._lock:
+            self.live.pop(sb.id, None)
