@@ -1,0 +1,32 @@
+"""Fixtures for every test: an isolated RSI_HOME, and a fresh workspace on demand."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rsi.loop.context import WorkspaceContext
+
+
+@pytest.fixture(autouse=True)
+def _isolated_rsi_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point RSI_HOME at a tmp dir and drop RSI_DATABASE_URL, so no test touches a real workspace or DB."""
+    home = tmp_path_factory.mktemp("rsi-home")
+    monkeypatch.setenv("RSI_HOME", str(home))
+    monkeypatch.delenv("RSI_DATABASE_URL", raising=False)
+    return home
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Iterator[WorkspaceContext]:
+    """`rsi init` (without the starter tasks) at tmp_path/ws, opened."""
+    from rsi.loop.workspace import init_workspace
+
+    root = tmp_path / "ws"
+    init_workspace(root, starter_tasks=False)
+    ctx = WorkspaceContext.open(root)
+    yield ctx
+    if "store" in ctx.__dict__:
+        ctx.store.close()
