@@ -90,6 +90,10 @@ class SandboxConformance:
         assert r.exit_code == 0 and r.stdout == "started\n" and not r.timed_out
         assert time.monotonic() - t0 < 5
 
+    def test_command_killed_by_signal_reports_128_plus_n(self, sandbox: Sandbox) -> None:
+        r = sandbox.exec("echo before; kill -9 $$", timeout=30)
+        assert (r.exit_code, r.stdout, r.stderr, r.timed_out) == (137, "before\n", "", False)
+
     def test_fast_command_is_not_reported_as_timeout(self, sandbox: Sandbox) -> None:
         r = sandbox.exec("exit 124", timeout=30)
         assert r.exit_code == 124 and not r.timed_out

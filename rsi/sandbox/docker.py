@@ -21,6 +21,7 @@ import docker.errors
 from rsi.sandbox.base import (
     LABEL_JOB,
     LABEL_KIND,
+    BuildError,
     ExecResult,
     GcReport,
     ImageRef,
@@ -271,7 +272,19 @@ class DockerSandboxProvider:
             if self.image_id(tag) is not None:
                 return ImageRef(tag=tag, built=False)
             labels = {LABEL_KIND: "env", "rsi.env_digest": env_digest}
-            build_image(self.api, Path(env_dir), tag, build_args=build_args, labels=labels, timeout=timeout)
+            try:
+                build_image(
+                    self.api, Path(env_dir), tag, build_args=build_args, labels=labels, timeout=timeout
+                )
+            except BuildError as e:
+                base = build_args.get("BASE_IMAGE")
+                if base and self.image_id(base) is None:
+                    # Not the task's fault: every task would fail the same way.
+                    raise SandboxError(
+                        f"base image {base} is not present (and could not be pulled); "
+                        "build it with `rsi sandbox build-base` or set RSI_BASE_IMAGE"
+                    ) from e
+                raise
             if self.image_id(tag) is None:
                 raise SandboxError(f"build {tag}: the daemon reported success but the image is missing")
             return ImageRef(tag=tag, built=True)

@@ -164,16 +164,19 @@ def extract_dir_from_tar(fileobj: Any, dest: Path) -> None:
 
 # Runs the command under coreutils `timeout` (its own process group, so TERM/KILL reach what the
 # command spawned) and then prints an end marker on both streams. The reader stops at the markers,
-# so a background child still holding stdout (`server &`) cannot keep the call open.
+# so a background child still holding stdout (`server &`) cannot keep the call open. The wrapper's
+# own stderr goes to /dev/null so bash's job notices ("line 3: Killed timeout ...") never reach
+# the command's stderr; the command writes to the real stderr through fd 3.
 EXEC_WRAPPER = r"""
+exec 3>&2 2>/dev/null
 if [ -n "$2" ] && command -v timeout >/dev/null 2>&1; then
-  timeout -k 2 "$2" bash -c "$1" </dev/null
+  timeout -k 2 "$2" bash -c "$1" </dev/null 2>&3 3>&-
 else
-  bash -c "$1" </dev/null
+  bash -c "$1" </dev/null 2>&3 3>&-
 fi
 rc=$?
 printf '%s%d\n' "$3" "$rc"
-printf '%s\n' "$3" >&2
+printf '%s\n' "$3" >&3
 exit "$rc"
 """
 

@@ -82,6 +82,8 @@ class FakeSandbox:
             timed_out = False
             try:
                 code = proc.wait(timeout=timeout)
+                if code < 0:  # killed by a signal: report it the way bash does
+                    code = 128 - code
             except subprocess.TimeoutExpired:
                 timed_out = True
                 with contextlib.suppress(ProcessLookupError):

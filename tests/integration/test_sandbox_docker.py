@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rsi.sandbox.base import LABEL_JOB, LABEL_KIND, BuildError, SandboxSpec
+from rsi.sandbox.base import LABEL_JOB, LABEL_KIND, BuildError, SandboxError, SandboxSpec
 from rsi.sandbox.base_image import base_image_present, import_rootfs
 from rsi.sandbox.docker import DockerSandbox, DockerSandboxProvider
 from tests.sandbox_conformance import SandboxConformance
@@ -174,6 +174,16 @@ def test_failing_dockerfile_is_a_build_error_with_log(
     assert "3" in str(info.value)
 
 
+def test_missing_base_image_is_infra_not_the_tasks_fault(
+    provider: DockerSandboxProvider, tmp_path: Path
+) -> None:
+    env = _env_dir(tmp_path)
+    with pytest.raises(SandboxError, match="rsi sandbox build-base"):
+        provider.ensure_image(
+            env, secrets.token_hex(32), build_args={"BASE_IMAGE": "rsi-absent:nope"}, timeout=120
+        )
+
+
 def test_missing_dockerfile_is_a_build_error(provider: DockerSandboxProvider, tmp_path: Path) -> None:
     with pytest.raises(BuildError, match="Dockerfile"):
         provider.ensure_image(tmp_path, secrets.token_hex(32), build_args={}, timeout=60)
@@ -215,3 +225,14 @@ def test_base_image_helpers(provider: DockerSandboxProvider, tmp_path: Path) -> 
         assert any(e.startswith("PATH=") for e in info["Config"]["Env"])
     finally:
         provider.remove_image(name)
+
+
+def test_flooding_output_is_capped_and_the_exit_code_kept(image: str) -> None:
+    small = DockerSandboxProvider(output_cap=1000)
+    sb = small.start(SandboxSpec(image=image, labels={LABEL_JOB: JOB}))
+    try:
+        r = sb.exec("head -c 5000000 /dev/zero | tr '\\0' a; echo done >&2; exit 4", timeout=60)
+        assert r.stdout.startswith("a" * 1000) and "4999000 more bytes" in r.stdout
+        assert (r.stderr, r.exit_code) == ("done\n", 4)
+    finally:
+        sb.stop()
