@@ -144,7 +144,9 @@ def run_job(
     provider = provider or get_provider(ctx.settings.sandbox.provider)
     provider.ping()
     if existing is not None:
-        provider.gc(store.live_job_ids() - {job_id})  # sweep this job's leftovers from a dead run
+        # Sweep this job's leftovers from the dead run, and only this job's: other jobs on the same
+        # daemon (other workspaces) are not ours to judge and may be running.
+        provider.gc(set(), scope={job_id})
     base_image = resolve_base_image(ctx.settings.sandbox.base_image)
     base_id = getattr(provider, "image_id", lambda _t: None)(base_image)
     if base_id is None and provider.name == "docker":
