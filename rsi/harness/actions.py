@@ -64,10 +64,48 @@ class ToolOutcome:
     exit_code: int | None = None
 
 
-# An opening fence with an optional shell language tag, then the body up to a closing fence or the end
-# (a reply cut by max_tokens may lack the closing fence; the command so far is still what was meant).
-_FENCE = re.compile(r"```[ \t]*(bash|sh|shell|console)?[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.DOTALL)
-_ANY_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+SHELL_LANGS = frozenset({"", "bash", "sh", "shell", "console"})
+_OPEN = re.compile(r"^[ \t]*```[ \t]*([\w+.-]*)[ \t]*$")
+
+
+@dataclass
+class FencedBlock:
+    lang: str
+    body: str
+    closed: bool
+
+
+def split_fences(text: str) -> tuple[list[FencedBlock], list[str]]:
+    """The fenced blocks of a reply, and the lines outside any block.
+
+    A block opens with a line of three backticks and an optional language, and closes with a line of
+    three backticks (or a body line ending in them, as small models write). A reply cut by
+    max_tokens may lack the closing fence: the block then runs to the end.
+    """
+    blocks: list[FencedBlock] = []
+    outside: list[str] = []
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        m = _OPEN.match(lines[i])
+        if m is None:
+            outside.append(lines[i])
+            i += 1
+            continue
+        body: list[str] = []
+        closed = False
+        i += 1
+        while i < len(lines):
+            line = lines[i].rstrip()
+            i += 1
+            if line.endswith("```"):
+                if line[:-3].strip():
+                    body.append(line[:-3])
+                closed = True
+                break
+            body.append(lines[i - 1])
+        blocks.append(FencedBlock(m.group(1).lower(), "\n".join(body), closed))
+    return blocks, outside
 
 
 def text_format_help(finish_word: str) -> str:
@@ -86,28 +124,23 @@ def tool_calls_help(tool_names: list[str]) -> str:
     return f"No tool call found in your reply. Call one of the tools: {names}.{finish}"
 
 
-def _has_finish_word(text: str, finish_word: str) -> bool:
-    outside = _ANY_FENCE.sub("\n", text)
-    return any(line.strip().rstrip(".!").strip() == finish_word for line in outside.splitlines())
-
-
 def parse_text_reply(content: str | None, finish_word: str, *, turn: int) -> ParsedReply:
-    """Parse a text-format reply: the first fenced shell block is the command; the finish word ends."""
-    text = content or ""
-    finish = bool(finish_word) and _has_finish_word(text, finish_word)
-    invocations: list[Invocation] = []
-    for m in _FENCE.finditer(text):
-        command = m.group(2).strip()
-        if command:
-            invocations.append(
-                Invocation(
-                    call_id=f"call_{turn}_0", name="bash", arguments={"command": command}, raw_arguments=""
-                )
-            )
-            break  # one command per turn: the first block is the one that runs
-    if not invocations and not finish:
-        return ParsedReply(error=text_format_help(finish_word))
-    return ParsedReply(invocations=invocations, finish=finish)
+    """Parse a text-format reply: the first fenced shell block is the command; the finish word ends.
+
+    Blocks in another language (```python) are not run: the error says so, so the model can retry.
+    """
+    blocks, outside = split_fences(content or "")
+    finish = bool(finish_word) and any(line.strip().rstrip(".!").strip() == finish_word for line in outside)
+    shell = [b for b in blocks if b.lang in SHELL_LANGS and b.body.strip()]
+    if shell:
+        # One command per turn: the first shell block is the one that runs.
+        inv = Invocation(call_id=f"call_{turn}_0", name="bash", arguments={"command": shell[0].body.strip()})
+        return ParsedReply(invocations=[inv], finish=finish)
+    if finish:
+        return ParsedReply(finish=True)
+    other = sorted({b.lang for b in blocks if b.lang not in SHELL_LANGS})
+    hint = f"Your reply had a ```{other[0]} block; only ```bash blocks are run.\n" if other else ""
+    return ParsedReply(error=hint + text_format_help(finish_word))
 
 
 def _schema_error(name: str, args: Any, schema: dict[str, Any]) -> str | None:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from rsi.core.errors import ConfigError
 from rsi.core.harness_config import HarnessConfig
 from rsi.core.trial import ErrorType, Usage
 from rsi.harness.actions import (
@@ -75,7 +76,7 @@ def _model_name(ctx: AgentContext) -> str:
     return ctx.generation.serve_name() if ctx.generation is not None else DEFAULT_MODEL
 
 
-def _make_client(config: HarnessConfig, ctx: AgentContext) -> ChatModel | None:
+def _make_client(config: HarnessConfig, ctx: AgentContext, agent_timeout: float) -> ChatModel | None:
     injected = ctx.extra.get("chat_model")
     if injected is not None:
         return injected  # type: ignore[no-any-return]
@@ -85,7 +86,9 @@ def _make_client(config: HarnessConfig, ctx: AgentContext) -> ChatModel | None:
     if base_url is None:
         return None
     api_key = os.environ.get(config.model.api_key_env) if config.model.api_key_env else None
-    return ChatClient(base_url, api_key=api_key, timeout=config.model.request_timeout_sec)
+    # One request may not outlast the whole agent budget (the loop checks the budget between calls).
+    timeout = min(config.model.request_timeout_sec, agent_timeout)
+    return ChatClient(base_url, api_key=api_key, timeout=timeout)
 
 
 class HarnessAgent:
@@ -111,11 +114,6 @@ class HarnessAgent:
             max_turns=lim.max_turns,
             task=ctx.task.name,
         )
-        head = initial_messages(config, variables, config_dir=Path(config_dir) if config_dir else None)
-        # `history_factory` lets benchmarks and experiments try a policy the config cannot name.
-        factory = ctx.extra.get("history_factory")
-        history = factory(head) if factory else make_history(config.loop.history, head, viewer=model_name)
-
         outcome = AgentOutcome(model_name=model_name, harness_config_digest=config.digest())
         rec = TrajectoryRecorder(
             session_id=ctx.trial_id,
@@ -123,6 +121,24 @@ class HarnessAgent:
             tool_definitions=tools if config.action_format == "tool_calls" else None,
             agent_extra={"harness_config": config.name, "action_format": config.action_format},
         )
+        try:
+            head = initial_messages(config, variables, config_dir=Path(config_dir) if config_dir else None)
+        except ConfigError as e:
+            # A prompt that does not render is the config's fault: blame it, do not crash the job.
+            outcome.error_type, outcome.error_message = ErrorType.MODEL_CONFIG_ERROR, str(e)
+            rec.add("user", ctx.task.instruction)
+            rec.rsi_extra.update(
+                task=ctx.task.name,
+                harness_config_digest=outcome.harness_config_digest,
+                harness_config_name=config.name,
+                stop_reason="config_error",
+            )
+            rec.finish(prompt_tokens=0, completion_tokens=0, cached_tokens=0)
+            outcome.trajectory_path = rec.write(ctx.trial_dir / "trajectory.json")
+            return outcome
+        # `history_factory` lets benchmarks and experiments try a policy the config cannot name.
+        factory = ctx.extra.get("history_factory")
+        history = factory(head) if factory else make_history(config.loop.history, head, viewer=model_name)
         n_shots = len(config.prompt.few_shot)
         rec.add("system", head[0]["content"])
         rec.add("user", head[-1]["content"])
@@ -146,7 +162,7 @@ class HarnessAgent:
                 "agent_timeout_sec": lim.agent_timeout,
             },
         )
-        client = _make_client(config, ctx)
+        client = _make_client(config, ctx, lim.agent_timeout)
         stop_reason = "max_turns"
         start = time.monotonic()
         try:

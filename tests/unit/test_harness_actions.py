@@ -139,3 +139,17 @@ def test_bash_timeout_is_reported_to_the_model() -> None:
     inv = parse_text_reply("```bash\nsleep 99\n```", "DONE", turn=1).invocations[0]
     out = run_invocation(sb, inv, workdir="/app", command_timeout=5)
     assert out.timed_out and out.content == "(no output)\n[timed out after 5s]"
+
+
+def test_text_non_shell_block_is_not_run_and_the_error_says_why() -> None:
+    reply = '```python\nprint("hi")\n```\nThis script prints "hi" when run.\n'
+    p = parse_text_reply(reply, "DONE", turn=1)
+    assert p.invocations == [] and p.error is not None
+    assert "```python" in p.error and "only ```bash" in p.error
+    p = parse_text_reply("```python\nx = 1\n```\n```bash\npython3 a.py\n```", "DONE", turn=1)
+    assert p.invocations[0].arguments["command"] == "python3 a.py"
+
+
+def test_text_closing_fence_on_the_command_line() -> None:
+    p = parse_text_reply("```bash\nls /app```\nDONE", "DONE", turn=1)
+    assert p.invocations[0].arguments["command"] == "ls /app" and p.finish

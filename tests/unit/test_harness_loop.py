@@ -10,7 +10,6 @@ import pytest
 import yaml
 
 from rsi.core.contract import Contract
-from rsi.core.errors import ConfigError
 from rsi.core.harness_config import HarnessConfig
 from rsi.core.trial import ErrorType, is_infra
 from rsi.harness.atif import load_trajectory
@@ -87,10 +86,13 @@ def test_prompt_is_rendered_from_templates_with_few_shot(tmp_path: Path, contrac
     assert msgs[-1] == {"role": "user", "content": "Task: Count the lines of /app/a.log."}
 
 
-def test_misspelt_template_variable_is_a_config_error(tmp_path: Path, contract: Contract) -> None:
+def test_misspelt_template_variable_is_a_config_error_outcome(tmp_path: Path, contract: Contract) -> None:
     cfg = _config(prompt={"system": "Work in {{ work_dir }}", "instruction": "{{ instruction }}"})
-    with pytest.raises(ConfigError, match="prompt.system.*work_dir"):
-        _run(tmp_path, contract, ["DONE"], config=cfg)
+    out, model, _ = _run(tmp_path, contract, ["DONE"], config=cfg)
+    assert out.error_type == ErrorType.MODEL_CONFIG_ERROR and not is_infra(out.error_type)
+    assert "prompt.system" in (out.error_message or "") and "work_dir" in (out.error_message or "")
+    assert model.requests == []
+    assert load_trajectory(out.trajectory_path).rsi["stop_reason"] == "config_error"
 
 
 def test_stops_at_max_turns_capped_by_contract(tmp_path: Path, contract: Contract) -> None:
@@ -254,3 +256,19 @@ def test_each_prompt_starts_with_previous_prompt_plus_reply(
         reply = {"role": "assistant", "content": replies[i - 1]}
         assert serialize_messages(prompts[i]).startswith(serialize_messages(prompts[i - 1] + [reply]))
         assert chatml(prompts[i]).startswith(chatml(prompts[i - 1]) + replies[i - 1])
+
+
+def test_runs_real_commands_in_the_fake_sandbox_provider(tmp_path: Path, contract: Contract) -> None:
+    from rsi.sandbox.base import SandboxSpec
+    from rsi.sandbox.fake import FakeSandboxProvider
+
+    provider = FakeSandboxProvider(tmp_path / "sandboxes", images={"fake"})
+    sb = provider.start(SandboxSpec(image="fake", workdir="/app"))
+    try:
+        replies = ["```bash\nprintf 'hello\\n' > hello.txt && wc -c hello.txt; exit 3\n```", "DONE"]
+        out, model, _ = _run(tmp_path, contract, replies, sb)  # type: ignore[arg-type]
+        assert sb.get_file("/app/hello.txt") == b"hello\n"
+        assert model.requests[1]["messages"][-1]["content"] == "6 hello.txt\n[exit code 3]"
+        assert out.error_type is None
+    finally:
+        sb.stop()
