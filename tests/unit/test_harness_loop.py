@@ -272,3 +272,20 @@ def test_runs_real_commands_in_the_fake_sandbox_provider(tmp_path: Path, contrac
         assert out.error_type is None
     finally:
         sb.stop()
+
+
+def test_text_format_policies_send_identical_prompts(tmp_path: Path, contract: Contract) -> None:
+    # default.yaml leaves loop.history out of its search space because of this equality.
+    replies = ["```bash\nls\n```", "hmm", "```bash\ncat big\n```", "DONE"]
+    sb = {"ls": "a\n", "cat big": "z" * 4000}
+    runs = [
+        _run(
+            tmp_path / p,
+            contract,
+            replies,
+            ScriptedSandbox(outputs=dict(sb)),
+            config=_config(loop__history=p),
+        )[1]
+        for p in ("full", "own_view")
+    ]
+    assert [r["messages"] for r in runs[0].requests] == [r["messages"] for r in runs[1].requests]
