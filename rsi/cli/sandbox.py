@@ -36,17 +36,23 @@ def build_base(
 def gc(
     ctx: typer.Context,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    all_jobs: Annotated[
+        bool, typer.Option("--all", help="Also sweep jobs this workspace does not know (other workspaces).")
+    ] = False,
 ) -> None:
-    """Remove every rsi-labelled container and snapshot image that no running job owns."""
+    """Remove the rsi-labelled containers and snapshot images of this workspace's jobs that are not running."""
     from rsi.sandbox.registry import get_provider
     from rsi.store.repo import Store
     from rsi.store.workspace import Workspace
 
     with errors():
         ws = Workspace.locate(workspace_root(ctx))
-        live = Store.for_path(ws.db_path).live_job_ids() if ws.exists() else set()
+        store = Store.for_path(ws.db_path) if ws.exists() else None
+        live = store.live_job_ids() if store else set()
+        # Another workspace's jobs may be running on the same daemon: leave them unless --all.
+        scope = None if all_jobs else {j.id for j in store.list_jobs(limit=1_000_000)} if store else set()
         provider = get_provider("docker")
-        report = provider.gc(live)
+        report = provider.gc(live, scope=scope)
     if json_out:
         print_json({"containers": report.containers, "images": report.images, "live_jobs": sorted(live)})
         return
