@@ -40,7 +40,7 @@ def gc(
         bool, typer.Option("--all", help="Also sweep jobs this workspace does not know (other workspaces).")
     ] = False,
 ) -> None:
-    """Remove the rsi-labelled containers and snapshot images of this workspace's jobs that are not running."""
+    """Remove the rsi containers and snapshot images of this workspace's jobs that are not running."""
     from rsi.sandbox.registry import get_provider
     from rsi.store.repo import Store
     from rsi.store.workspace import Workspace

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-BASE_IMAGE = "rsi-base:bookworm"
+from rsi.sandbox.base_image import resolve_base_image
+
+BASE_IMAGE = resolve_base_image(None)  # rsi-base:bookworm unless RSI_BASE_IMAGE says otherwise
 # Jobs that tests create without a workspace DB use ids with this prefix, so the leftover check finds them.
 TEST_JOB_PREFIX = "rsi-itest-"
 

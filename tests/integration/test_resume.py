@@ -54,7 +54,9 @@ def job_containers(api: docker.APIClient, job: str) -> list[dict]:  # type: igno
     return list(api.containers(all=True, filters={"label": f"{LABEL_JOB}={job}"}))
 
 
-def wait_for(what: str, cond: Callable[[], object], proc: subprocess.Popen[str], timeout: float = 120) -> object:
+def wait_for(
+    what: str, cond: Callable[[], object], proc: subprocess.Popen[str], timeout: float = 120
+) -> object:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         got = cond()
@@ -100,11 +102,13 @@ def test_kill_9_then_resume_runs_every_trial_once(
     job = str(wait_for("the job row", lambda: (db_rows(ws, "SELECT id FROM jobs") or [[None]])[0][0], proc))
 
     def midway() -> bool:
-        status = dict(db_rows(ws, "SELECT status, count(*) FROM trials WHERE job_id=? GROUP BY status", (job,)))
+        sql = "SELECT status, count(*) FROM trials WHERE job_id=? GROUP BY status"
+        status = dict(db_rows(ws, sql, (job,)))
         return status.get("done", 0) >= 1 and status.get("pending", 0) >= 1 and bool(job_containers(api, job))
 
     wait_for("one trial done, others not, containers up", midway, proc)
-    done_before = dict(db_rows(ws, "SELECT id, finished_at FROM trials WHERE job_id=? AND status='done'", (job,)))
+    sql = "SELECT id, finished_at FROM trials WHERE job_id=? AND status='done'"
+    done_before = dict(db_rows(ws, sql, (job,)))
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert job_containers(api, job), "kill -9 should have left the job's containers behind"
@@ -130,7 +134,9 @@ def test_kill_9_then_resume_runs_every_trial_once(
     assert api.inspect_container(bystander)["State"]["Running"], "gc removed another workspace's container"
 
 
-def test_ctrl_c_leaves_no_containers_and_says_how_to_resume(ws: Path, tmp_path: Path, api: docker.APIClient) -> None:
+def test_ctrl_c_leaves_no_containers_and_says_how_to_resume(
+    ws: Path, tmp_path: Path, api: docker.APIClient
+) -> None:
     tasks = tmp_path / "tasks"
     make_tasks(tasks, 4, solve="sleep 30\n" + SOLVE_OK)
     proc = start_rsi(ws, "run", str(tasks), "--agent", "oracle", "-n", "2")

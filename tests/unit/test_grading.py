@@ -100,7 +100,8 @@ def test_deleted_or_added_protected_files_count_and_ancestors_do_not() -> None:
 
 
 def test_pycache_under_protected_path_is_ignored() -> None:
-    changed = ["/usr/lib/python3/dist-packages/__pycache__", "/usr/lib/python3/dist-packages/__pycache__/a.pyc"]
+    cache = "/usr/lib/python3/dist-packages/__pycache__"
+    changed = [cache, f"{cache}/a.pyc"]
     assert _tampered(changed) == []
     assert _tampered(["/usr/lib/python3/dist-packages/a.py"]) == ["/usr/lib/python3/dist-packages/a.py"]
 

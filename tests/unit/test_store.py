@@ -44,7 +44,8 @@ def test_migrations_from_blank_db_equal_the_tables(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{db}")
     assert current_revision(store.engine) == head_revision() is not None
     with store.engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), SQLModel.metadata)
+        mc = MigrationContext.configure(conn, opts={"compare_type": True})
+        diff = compare_metadata(mc, SQLModel.metadata)
     assert diff == [], f"migrations and rsi/store/tables.py disagree: {diff}"
     store.close()
 
@@ -86,8 +87,8 @@ def test_record_unknown_trial_is_refused(tmp_path: Path) -> None:
     store = _store(tmp_path)
     _job(store)
     with pytest.raises(Exception, match="unknown trial"):
-        store.record_trial(TrialResult(trial_id="nope", job_id="job-1", task="t0", task_digest="d0", attempt=1,
-                                       agent="oracle", trial_dir="/tmp/x"))
+        store.record_trial(TrialResult(trial_id="nope", job_id="job-1", task="t0", task_digest="d0",
+                                       attempt=1, agent="oracle", trial_dir="/tmp/x"))
 
 
 def test_live_job_ids_follow_the_owner_process(tmp_path: Path) -> None:
