@@ -39,7 +39,10 @@ def server(model_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "rsi.cli.model", "serve", "--port", str(port)],
-            cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     base = f"http://127.0.0.1:{port}/v1"
     try:
@@ -156,16 +159,29 @@ def test_loading_a_non_adapter_directory_is_a_request_error(client: ChatClient, 
 
 
 def test_ensure_server_starts_and_stops_the_embedded_server(
-    model_ready: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    model_ready: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, random_adapter: Path
 ) -> None:
     port = free_port()
     monkeypatch.setenv("RSI_MODEL_PORT", str(port))
+    monkeypatch.setenv("RSI_MODEL_MAX_BATCH", "4")  # this server also checks batched decoding
     monkeypatch.chdir(tmp_path)
     log = tmp_path / "serve.log"
     with ensure_server(EMBEDDED_ENDPOINT, log_path=log) as (url, started):
         assert url == f"http://127.0.0.1:{port}/v1" and started is True
-        with ChatClient(url) as c:
+        with ChatClient(url, timeout=300) as c:
             assert c.list_models() == [DEFAULT_MODEL_ID]
+            # a mixed batch routes each row to its own model: base rows and adapter rows differ,
+            # and base rows begin as the base does alone (exact text may differ by rounding)
+            c.load_adapter("rand-b", str(random_adapter))
+            solo = (c.chat(DEFAULT_MODEL_ID, Q, max_tokens=12).content or "").split()[:2]
+            with ThreadPoolExecutor(4) as pool:
+                names = [DEFAULT_MODEL_ID, "rand-b", DEFAULT_MODEL_ID, "rand-b"]
+                res = list(pool.map(lambda n: c.chat(n, Q, max_tokens=12), names))
+            assert [r.model for r in res] == names
+            base_texts = {r.content for r in res if r.model == DEFAULT_MODEL_ID}
+            lora_texts = {r.content for r in res if r.model == "rand-b"}
+            assert not base_texts & lora_texts
+            assert all((t or "").split()[:2] == solo for t in base_texts)
             # a second user of the same endpoint reuses it and does not own it
             with ensure_server(EMBEDDED_ENDPOINT) as (url2, started2):
                 assert (url2, started2) == (url, False)

@@ -253,3 +253,30 @@ def test_bare_json_is_a_tool_call_only_when_tools_were_offered() -> None:
 def test_broken_tool_call_text_stays_content() -> None:
     text = "<tool_call>{oops</tool_call>"
     assert parse_text_tool_calls(text, tools_offered=True) == (text, [])
+
+
+def test_missing_embedded_model_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+    import importlib.util
+
+    from rsi.core.errors import RsiError
+    from rsi.models import embedded
+
+    def no_dist(name: str) -> Any:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.metadata, "distribution", no_dist)
+    with pytest.raises(RsiError, match=r"pip install 'rsi\[model\]'") as e:
+        embedded.find_default_gguf()
+    assert e.value.exit_code == 2
+
+
+def test_cache_dir_follows_rsi_cache_dir_then_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    from rsi.models.embedded import cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("RSI_CACHE_DIR", raising=False)
+    assert cache_dir() == tmp_path / "xdg" / "rsi"
+    monkeypatch.setenv("RSI_CACHE_DIR", str(tmp_path / "c"))
+    assert cache_dir() == tmp_path / "c"
