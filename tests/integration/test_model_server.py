@@ -119,6 +119,12 @@ def test_unknown_model_is_a_404_request_error(client: ChatClient) -> None:
     assert e.value.status_code == 404 and "no-such-model" in str(e.value)
 
 
+def test_context_overflow_is_a_400_request_error(client: ChatClient) -> None:
+    with pytest.raises(ModelRequestError, match="maximum context length") as e:
+        client.chat(DEFAULT_MODEL_ID, Q, max_tokens=100_000)
+    assert e.value.status_code == 400
+
+
 def test_bad_body_is_400_in_openai_shape(server: str) -> None:
     r = httpx.post(f"{server}/chat/completions", json={"model": DEFAULT_MODEL_ID}, timeout=30)
     assert r.status_code == 400

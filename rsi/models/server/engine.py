@@ -73,7 +73,9 @@ def convert_gguf(gguf: Path, model_id: str) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    model: Any = AutoModelForCausalLM.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
+    )
     # The weights are now plain float32; drop the GGUF quantizer so save_pretrained accepts them.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
@@ -101,6 +103,12 @@ def resolve_model(spec: str | None) -> tuple[Path, str]:
             f"--model: {spec} is neither a .gguf file nor a model directory with config.json", exit_code=2
         )
     return path.resolve(), path.resolve().name
+
+
+def config_of(model_dir: Path) -> Any:
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(str(model_dir))
 
 
 def default_dtype() -> torch.dtype:
@@ -146,6 +154,7 @@ class _Job:
     request: GenRequest
     done: threading.Event = field(default_factory=threading.Event)
     result: GenResult | None = None
+    prompt: str = ""
     error: BaseException | None = None
 
 
@@ -193,6 +202,7 @@ class Engine:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.dtype = dtype or default_dtype()
+        self.context_len = int(getattr(config_of(self.model_dir), "max_position_embeddings", 0) or 8192)
         self.model: Any = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=self.dtype).eval()
         self.adapters: dict[str, str] = {}  # serve name -> path
         self._stop_ids = self._stop_token_ids()
@@ -207,7 +217,7 @@ class Engine:
     def _warm_up(self) -> None:
         """One tiny generation, so the first real request does not pay for kernel set-up."""
         req = GenRequest(model=self.model_id, messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
-        self._generate_batch([req])
+        self._generate_batch([(req, self.render(req))])
 
     def _stop_token_ids(self) -> list[int]:
         ids = {self.tokenizer.eos_token_id}
@@ -310,8 +320,8 @@ class Engine:
                     (batch if nxt.request.greedy else held).append(nxt)
             try:
                 with self._lock:
-                    batch = self._drop_unknown(batch)
-                    results = self._generate_batch([j.request for j in batch]) if batch else []
+                    batch = self._admit(batch)
+                    results = self._generate_batch([(j.request, j.prompt) for j in batch]) if batch else []
                 for job, res in zip(batch, results, strict=True):
                     job.result = res
             except BaseException as e:  # noqa: BLE001 — handed to the waiting request threads
@@ -322,20 +332,36 @@ class Engine:
             for job in batch:
                 job.done.set()
 
-    def _drop_unknown(self, batch: list[_Job]) -> list[_Job]:
-        """Answer 404 to jobs whose adapter was unloaded while they waited; keep the rest."""
+    def _admit(self, batch: list[_Job]) -> list[_Job]:
+        """Render each job's prompt; answer at once those that cannot run, keep the rest.
+
+        A job fails alone (its adapter was unloaded while it waited, its messages do not render,
+        or prompt + max_tokens exceed the context), so it never takes its batch mates down.
+        """
         keep = []
         for job in batch:
-            if job.request.model == self.model_id or job.request.model in self.adapters:
+            req = job.request
+            try:
+                if req.model != self.model_id and req.model not in self.adapters:
+                    raise EngineError(f"The model `{req.model}` does not exist.", status=404)
+                job.prompt = self.render(req)
+                n = len(self.tokenizer(job.prompt, add_special_tokens=False)["input_ids"])
+                if n + req.max_tokens > self.context_len:
+                    raise EngineError(
+                        f"This model's maximum context length is {self.context_len} tokens. However, you "
+                        f"requested {n + req.max_tokens} tokens ({n} in the messages, {req.max_tokens} in "
+                        "the completion). Please reduce the length of the messages or completion."
+                    )
                 keep.append(job)
-            else:
-                job.error = EngineError(f"The model `{job.request.model}` does not exist.", status=404)
+            except EngineError as e:
+                job.error = e
                 job.done.set()
         return keep
 
     @torch.inference_mode()
-    def _generate_batch(self, reqs: list[GenRequest]) -> list[GenResult]:
-        prompts = [self.render(r) for r in reqs]
+    def _generate_batch(self, items: list[tuple[GenRequest, str]]) -> list[GenResult]:
+        reqs = [r for r, _ in items]
+        prompts = [p for _, p in items]
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         prompt_len = int(enc["input_ids"].shape[1])
         first = reqs[0]
@@ -369,7 +395,7 @@ class Engine:
                 ids, finish = ids[: k + 1], "stop"
                 break
         ids = ids[: req.max_tokens]
-        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        text = str(self.tokenizer.decode(ids, skip_special_tokens=True))
         cut = min((text.find(s) for s in req.stop if s and s in text), default=-1)
         if cut >= 0:
             text, finish = text[:cut], "stop"
