@@ -376,7 +376,8 @@ class Engine:
         if first.greedy:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         else:
-            kwargs.update(do_sample=True, temperature=first.temperature, top_p=first.top_p, top_k=None)
+            # top_k=0: OpenAI sampling has no top-k (transformers would default to 50)
+            kwargs.update(do_sample=True, temperature=first.temperature, top_p=first.top_p, top_k=0)
             if first.seed is not None:
                 torch.manual_seed(first.seed)
         if self.adapters:
