@@ -60,7 +60,7 @@ def run(
             TimeElapsedColumn(),
             console=err_console,
             transient=json_out,
-            disable=json_out and not err_console.is_terminal,
+            disable=not err_console.is_terminal,
         ) as progress:
             outcome = run_job(wctx, req, _Bar(progress))
     if json_out:

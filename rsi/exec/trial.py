@@ -290,12 +290,15 @@ def _verify(
     vbox: Sandbox, plan: TrialPlan, env: TrialEnv
 ) -> tuple[float | None, dict[str, float], ErrorType | None, str | None]:
     task, grading = plan.task, env.contract.grading
-    wipe = vbox.exec(f"rm -rf /tests {VERIFIER_DIR} && mkdir -p {VERIFIER_DIR} /tests", timeout=60)
+    root = "${SANDBOX_ROOT:-}"  # empty in a container; see sandbox/base.py
+    wipe = vbox.exec(
+        f'rm -rf "{root}/tests" "{root}{VERIFIER_DIR}" && mkdir -p "{root}{VERIFIER_DIR}" "{root}/tests"', timeout=60
+    )
     if not wipe.ok:
         raise SandboxError(f"could not prepare the verifier sandbox: {wipe.stderr.strip()[:200]}")
     vbox.put_dir(Path(task.path) / "tests", "/tests")
     timeout = verifier_timeout(task, env)
-    res = vbox.exec("bash /tests/test.sh", timeout=timeout, workdir=task.spec.environment.workdir,
+    res = vbox.exec(f'bash "{root}/tests/test.sh"', timeout=timeout, workdir=task.spec.environment.workdir,
                     env=task.spec.verifier.env or None)
     vdir = plan.trial_dir / "verifier"
     vdir.mkdir(exist_ok=True)

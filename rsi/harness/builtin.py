@@ -14,7 +14,8 @@ from rsi.harness.atif import ObservationResult, ToolCall, TrajectoryRecorder
 from rsi.sandbox.base import Sandbox
 
 SOLUTION_DIR = "/solution"
-SOLVE_COMMAND = f"bash {SOLUTION_DIR}/solve.sh"
+# `${SANDBOX_ROOT:-}`: empty in a container; the fake provider's private root otherwise (see sandbox/base.py).
+SOLVE_COMMAND = f"bash \"${{SANDBOX_ROOT:-}}{SOLUTION_DIR}/solve.sh\""
 
 
 def _recorder(ctx: AgentContext, agent: str) -> TrajectoryRecorder:

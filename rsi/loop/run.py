@@ -103,10 +103,11 @@ def run_job(
     generation: GenerationManifest = ctx.generation(req.generation or (existing.generation if existing else None))
     config: HarnessConfig | None = ctx.harness_config_for(generation) if req.agent == "harness" else None
     fingerprint = tasks_fingerprint(tasks)
+    if existing is not None:
+        _check_resumable(existing, req, generation, fingerprint, store.live_job_ids())
     store.put_tasks(tasks)
 
     if existing is not None:
-        _check_resumable(existing, req, generation, fingerprint, store.live_job_ids())
         job_id = existing.id
     else:
         job_id = new_job_id()

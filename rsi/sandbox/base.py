@@ -73,7 +73,12 @@ class GcReport:
 
 @runtime_checkable
 class Sandbox(Protocol):
-    """One running, isolated environment."""
+    """One running, isolated environment.
+
+    A provider without a private root filesystem (the fake) sets `SANDBOX_ROOT` in `exec`'s
+    environment; commands rsi itself issues write absolute paths as `${SANDBOX_ROOT:-}/path`
+    so they never touch the host. In a container the variable is unset and the prefix empty.
+    """
 
     id: str
     workdir: str

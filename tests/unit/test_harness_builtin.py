@@ -12,7 +12,7 @@ from rsi.core.errors import NotFoundError
 from rsi.core.trial import ErrorType
 from rsi.harness.agent import AGENTS
 from rsi.harness.atif import load_trajectory
-from rsi.harness.builtin import NopAgent, OracleAgent, load_agents
+from rsi.harness.builtin import SOLVE_COMMAND, NopAgent, OracleAgent, load_agents
 from rsi.harness.fakes import ScriptedSandbox, make_context
 from rsi.sandbox.base import ExecResult
 
@@ -40,22 +40,22 @@ def test_registry_knows_all_three_agents() -> None:
 
 
 def test_oracle_copies_solution_and_runs_it_in_workdir(tmp_path: Path, contract: Contract) -> None:
-    sb = ScriptedSandbox(outputs={"bash /solution/solve.sh": ExecResult(0, "did it\n", "warn\n")})
+    sb = ScriptedSandbox(outputs={SOLVE_COMMAND: ExecResult(0, "did it\n", "warn\n")})
     ctx = make_context(
         tmp_path / "trial", contract=contract, task_dir=_task_dir(tmp_path), agent_timeout_sec=77
     )
     out = OracleAgent().run(sb, ctx)
     assert sb.files["/solution/solve.sh"] == b"echo solved > /app/out.txt\n"
-    assert sb.commands == [("bash /solution/solve.sh", 77, "/app")]
+    assert sb.commands == [(SOLVE_COMMAND, 77, "/app")]
     assert not out.timed_out and out.error_type is None
     log = (tmp_path / "trial" / "agent.log").read_text()
     assert "did it" in log and "warn" in log
     traj = load_trajectory(out.trajectory_path)
-    assert traj.steps[-1].tool_calls[0].arguments == {"command": "bash /solution/solve.sh"}
+    assert traj.steps[-1].tool_calls[0].arguments == {"command": SOLVE_COMMAND}
 
 
 def test_oracle_timeout_is_reported(tmp_path: Path, contract: Contract) -> None:
-    sb = ScriptedSandbox(outputs={"bash /solution/solve.sh": ExecResult(137, "", "", timed_out=True)})
+    sb = ScriptedSandbox(outputs={SOLVE_COMMAND: ExecResult(137, "", "", timed_out=True)})
     ctx = make_context(tmp_path / "trial", contract=contract, task_dir=_task_dir(tmp_path))
     assert OracleAgent().run(sb, ctx).timed_out
 

@@ -1,15 +1,13 @@
 """The job loop on FakeSandboxProvider: results recorded, resume runs only what did not finish.
 
-FakeSandboxProvider runs real bash on the host with the sandbox root as a directory, so the
-absolute paths the trial runner and the oracle use (/tests, /logs/verifier, /solution, /app)
-would land on the host itself. `RootedFakeProvider` rewrites them to lie under the sandbox root;
-the generated tasks' scripts use ${SANDBOX_ROOT:-} for the same reason.
+FakeSandboxProvider runs real bash on the host with the sandbox root as a directory; the trial
+runner and the oracle prefix their absolute paths with ${SANDBOX_ROOT:-}, and so do the generated
+tasks' scripts, so nothing lands on the host itself.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,29 +20,14 @@ from rsi.exec.trial import TrialEnv, TrialPlan
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.run import JobOutcome, Progress, RunRequest, run_job
 from rsi.report.jobs import summarize
-from rsi.sandbox.base import SandboxSpec
-from rsi.sandbox.fake import FakeSandbox, FakeSandboxProvider
+from rsi.sandbox.fake import FakeSandboxProvider
 from rsi.store.tables import JobRow, TrialRow
 from tests.taskgen import CountingProvider, FlakyProvider, make_task, make_tasks
-
-_SANDBOX_ABS = re.compile(r"(?<![\w./$}-])/(tests|logs|solution|app)\b")
-
-
-class RootedFakeSandbox(FakeSandbox):
-    def exec(self, cmd: str, **kwargs):  # type: ignore[no-untyped-def, override]
-        return super().exec(_SANDBOX_ABS.sub(lambda m: f"{self.root}/{m.group(1)}", cmd), **kwargs)
-
-
-class RootedFakeProvider(FakeSandboxProvider):
-    def start(self, spec: SandboxSpec) -> FakeSandbox:
-        sb = super().start(spec)
-        sb.__class__ = RootedFakeSandbox
-        return sb
 
 
 @pytest.fixture
 def provider(tmp_path: Path) -> Iterator[CountingProvider]:
-    inner = RootedFakeProvider(tmp_path / "fake")
+    inner = FakeSandboxProvider(tmp_path / "fake")
     yield CountingProvider(inner)
     assert not inner.live, f"sandboxes left running: {list(inner.live)}"
     assert not inner.snapshots, f"snapshots left behind: {list(inner.snapshots)}"
@@ -230,11 +213,11 @@ def test_resume_refuses_a_job_whose_owner_is_alive(
 def test_sandbox_error_is_retried_then_recorded_as_infra(workspace: WorkspaceContext, tmp_path: Path) -> None:
     tasks = tmp_path / "tasks"
     make_tasks(tasks, 1)
-    flaky = FlakyProvider(RootedFakeProvider(tmp_path / "fake1"), failures=1)
+    flaky = FlakyProvider(FakeSandboxProvider(tmp_path / "fake1"), failures=1)
     t = _run(workspace, flaky, paths=[tasks], agent="oracle").trials[0]
     assert (t.passed, t.infra_retries, t.error_type) == (True, 1, None)
 
-    broken = FlakyProvider(RootedFakeProvider(tmp_path / "fake2"), failures=-1)
+    broken = FlakyProvider(FakeSandboxProvider(tmp_path / "fake2"), failures=-1)
     out = _run(workspace, broken, paths=[tasks], agent="oracle")
     t = out.trials[0]
     assert (t.passed, t.error_type) == (False, ErrorType.SANDBOX_ERROR.value)
