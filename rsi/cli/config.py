@@ -21,8 +21,8 @@ def check(
     ] = None,
 ) -> None:
     """Refuse a config that loosens any contract limit or names a tool the substrate lacks."""
-    from rsi.core.harness_config import contract_violations
     from rsi.core.errors import InputError
+    from rsi.core.harness_config import contract_violations
     from rsi.store.files import load_contract, load_harness_config
     from rsi.store.workspace import Workspace
 
