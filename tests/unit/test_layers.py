@@ -1,0 +1,71 @@
+"""House style rule 1: layers point inward. A module imports only from its own layer or below.
+
+cli -> loop/report -> exec -> harness/sandbox/models/train -> store -> core
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[2] / "rsi"
+
+RANK = {
+    "core": 0,
+    "store": 1,
+    "sandbox": 2,
+    "models": 2,
+    "train": 2,
+    "harness": 3,  # the harness drives a sandbox with a model
+    "exec": 4,
+    "report": 5,
+    "loop": 5,
+    "cli": 6,
+}
+# report reads from loop's outputs and loop renders nothing, so they may not import each other
+FORBIDDEN = {("loop", "report"), ("report", "loop")}
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rsi."):
+            out.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("rsi."):
+                    out.add(a.name.split(".")[1])
+    return out
+
+
+def test_every_import_points_inward() -> None:
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG)
+        if len(rel.parts) < 2 or rel.parts[0] not in RANK:
+            continue
+        layer = rel.parts[0]
+        for dep in _imports(path):
+            if dep not in RANK or dep == layer:
+                continue
+            if RANK[dep] > RANK[layer] or (RANK[dep] == RANK[layer]) or (layer, dep) in FORBIDDEN:
+                bad.append(f"{rel} imports rsi.{dep}")
+    assert bad == []
+
+
+def test_core_does_no_io() -> None:
+    io_modules = {"os", "subprocess", "socket", "httpx", "docker", "sqlite3", "shutil", "sqlmodel", "sqlalchemy"}
+    bad = []
+    for path in sorted((PKG / "core").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module.split(".")[0]]
+            bad += [f"{path.name} imports {n}" for n in names if n in io_modules]
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
+                bad.append(f"{path.name} calls open()")
+    assert bad == []
