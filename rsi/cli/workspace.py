@@ -46,8 +46,8 @@ def doctor(
         print_json([c.__dict__ for c in checks])
     else:
         table = Table(show_header=True, header_style="bold")
-        for c in ("check", "status", "detail", "fix"):
-            table.add_column(c)
+        for col in ("check", "status", "detail", "fix"):
+            table.add_column(col)
         for c in checks:
             table.add_row(c.name, "[green]ok[/]" if c.ok else "[red]missing[/]", c.detail, c.fix or "")
         console.print(table)
