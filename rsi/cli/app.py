@@ -36,10 +36,13 @@ def main_callback(
     ctx: typer.Context,
     workspace: Annotated[
         Path | None,
-        typer.Option("--workspace", "-w", help="Workspace root (default: $RSI_HOME, else the nearest rsi.yaml upwards).",
-                     envvar=None),
+        typer.Option(
+            "--workspace", "-w", help="Workspace root (default: $RSI_HOME, else the nearest rsi.yaml upwards)."
+        ),
     ] = None,
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = False,
 ) -> None:
     ctx.obj = {"workspace": workspace}
 

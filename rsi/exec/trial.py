@@ -9,6 +9,7 @@ backoff and, if they persist, recorded as `sandbox_error` (infra), never blamed 
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
 import time
@@ -83,10 +84,8 @@ class TrialEnv:
         with self.live_lock:
             boxes = list(self.live.values())
         for sb in boxes:
-            try:
+            with contextlib.suppress(Exception):  # best effort while stopping
                 sb.stop()
-            except Exception:  # noqa: BLE001 - best effort while stopping
-                pass
 
 
 def _min(*vals: float | int | None) -> float:
@@ -280,10 +279,8 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             finally:
                 env.untrack(b)
         if snapshot is not None:
-            try:
+            with contextlib.suppress(SandboxError):  # `rsi sandbox gc` sweeps labelled snapshots later
                 env.provider.remove_image(snapshot)
-            except SandboxError:
-                pass  # `rsi sandbox gc` sweeps labelled snapshots later
 
 
 def _verify(

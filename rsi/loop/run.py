@@ -156,7 +156,9 @@ def run_job(
     by_name = {t.name: t for t in tasks}
     pending = store.unfinished_trials(job_id)
     plans = [
-        TrialPlan(trial_id=r.id, job_id=job_id, task=by_name[r.task_name], attempt=r.attempt, trial_dir=Path(r.trial_dir))
+        TrialPlan(
+            trial_id=r.id, job_id=job_id, task=by_name[r.task_name], attempt=r.attempt, trial_dir=Path(r.trial_dir)
+        )
         for r in pending
     ]
     total = len(store.trials(job_id))

