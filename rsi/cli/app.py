@@ -10,6 +10,7 @@ import typer
 
 from rsi import __version__
 from rsi.cli import config as config_cmd
+from rsi.cli import generations as generations_cmd
 from rsi.cli import jobs as jobs_cmd
 from rsi.cli import sandbox as sandbox_cmd
 from rsi.cli import tasks as tasks_cmd
@@ -53,6 +54,7 @@ app.add_typer(tasks_cmd.app, name="tasks")
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(sandbox_cmd.app, name="sandbox")
 app.add_typer(trials_cmd.app, name="trials")
+app.add_typer(generations_cmd.app, name="generations")
 try:
     from rsi.cli import model as model_cmd
 
