@@ -219,11 +219,10 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
         if env.cancel.is_set():
             raise Cancelled("job cancelled")
 
+        t = time.monotonic()
         changed = box.changed_paths()
         protected = task.spec.protected_paths(contract.grading.protected_paths)
         tampered = tampered_paths(changed, protected, contract.grading.tamper_ignore)
-
-        t = time.monotonic()
         if contract.grading.verifier_mode == "separate":
             snapshot = box.snapshot({LABEL_JOB: plan.job_id, LABEL_TRIAL: plan.trial_id, LABEL_KIND: "snapshot"})
             box.stop()
