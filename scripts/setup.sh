@@ -34,5 +34,8 @@ if ! "$PY" -c "import rsi, torch, transformers, peft, pytest" >/dev/null 2>&1 \
   "$PY" -c "import rsi, torch, transformers, peft" || { log "package install failed"; exit 1; }
 fi
 
+# Always point the installed `rsi` at this checkout (cheap), so a second clone tests its own code.
+"$PY" -m pip install -q --no-deps -e . 2>&1 | grep -v '^WARNING: Location' || true
+
 "$PY" -m rsi sandbox build-base
 log "ready"
