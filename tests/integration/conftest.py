@@ -75,8 +75,7 @@ def docker_ready(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         left = [
             c for c in rsi_containers(client.api)
             if c["Id"] not in before
-            and (require_integration() or c["Labels"].get("rsi.job", "") in ours
-                 or c["Labels"].get("rsi.job", "").startswith(TEST_JOB_PREFIX))
+            and (c["Labels"].get("rsi.job", "") in ours or c["Labels"].get("rsi.job", "").startswith(TEST_JOB_PREFIX))
         ]
         if not left or time.monotonic() > deadline:
             break
