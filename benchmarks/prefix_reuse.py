@@ -13,6 +13,9 @@ The trial is scripted (fake chat model + canned sandbox), so the run is determin
 Docker and no model. Policies: the shipped `full` and `own_view`, and as baseline a `rewrite`
 policy typical of naive harnesses (strips replies, re-truncates older observations, keeps the last
 3 turns). Prints one line per figure; ratios are against the baseline measured in the same run.
+
+`--recorded DIR` computes the reuse share instead over the real trials of a job directory
+(`.rsi/jobs/<job>`), as the model and the sandbox produced them.
 """
 
 from __future__ import annotations
@@ -157,7 +160,41 @@ def cross_trial_identity(policy: str) -> float:
     return common_prefix_len(last[0], last[1]) / max(len(last[0]), len(last[1]))
 
 
+def recorded_calls(root: Path) -> tuple[int, list[float]]:
+    """Per-call reuse shares over real trials recorded by `rsi run --agent harness` under `root`.
+
+    Each trajectory keeps the final messages it sent (extra.rsi.messages); call k's prompt is the
+    messages before the k-th assistant reply. Only trials with at least two model calls count.
+    """
+    trials, per_call = 0, []
+    for path in sorted(root.rglob("trajectory.json")):
+        import json
+
+        msgs = (json.loads(path.read_text()).get("extra", {}).get("rsi", {}) or {}).get("messages") or []
+        idx = [i for i, m in enumerate(msgs) if m.get("role") == "assistant"]
+        if len(idx) < 2:
+            continue
+        trials += 1
+        prompts = [msgs[:i] for i in idx]
+        replies = [str(msgs[i].get("content") or "") for i in idx]
+        for k in range(1, len(prompts)):
+            cached = chatml(prompts[k - 1]) + replies[k - 1]
+            now = chatml(prompts[k])
+            per_call.append(common_prefix_len(cached, now) / len(now))
+    return trials, per_call
+
+
 def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--recorded":
+        trials, per_call = recorded_calls(Path(sys.argv[2]))
+        if not per_call:
+            raise SystemExit(f"no multi-call trajectories under {sys.argv[2]}")
+        share = mean(per_call)
+        print(
+            f"P3 recorded trials={trials} calls={len(per_call)} mean reuse share={share:.4f} "
+            f"min={min(per_call):.4f} target>=0.95 {'PASS' if share >= 0.95 else 'FAIL'}"
+        )
+        return
     results = {}
     for policy in ("full", "own_view", "rewrite"):
         prompts, replies = record(policy)
