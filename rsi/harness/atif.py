@@ -238,3 +238,18 @@ class TrajectoryRecorder:
         tmp.write_text(checked.to_json())
         tmp.replace(path)
         return path
+
+
+def agent_log_text(traj: Trajectory) -> str:
+    """A plain-text transcript of a trajectory (`agent.log`), for grep and quick reading."""
+    out: list[str] = []
+    for st in traj.steps:
+        out.append(f"=== step {st.step_id} [{st.source}] {st.timestamp or ''}".rstrip())
+        if st.message:
+            out.append(st.message)
+        for call in st.tool_calls or []:
+            out.append(f"--> {call.function_name} {json.dumps(call.arguments, ensure_ascii=False)}")
+        if st.observation is not None:
+            for r in st.observation.results:
+                out.append(f"<-- {r.content or ''}")
+    return "\n".join(out) + "\n"

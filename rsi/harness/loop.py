@@ -27,7 +27,7 @@ from rsi.harness.actions import (
     truncate_middle,
 )
 from rsi.harness.agent import AGENTS, AgentContext, AgentOutcome, AgentSetupError
-from rsi.harness.atif import Metrics, ObservationResult, TrajectoryRecorder
+from rsi.harness.atif import Metrics, ObservationResult, TrajectoryRecorder, agent_log_text
 from rsi.harness.atif import ToolCall as AtifToolCall
 from rsi.harness.history import CallRecord, TurnEvent, make_history
 from rsi.harness.prompts import initial_messages, prompt_variables
@@ -204,6 +204,7 @@ class HarnessAgent:
                 },
             )
             outcome.trajectory_path = rec.write(ctx.trial_dir / "trajectory.json")
+            (ctx.trial_dir / "agent.log").write_text(agent_log_text(rec.trajectory))
             if client is not None and client is not ctx.extra.get("chat_model") and hasattr(client, "close"):
                 client.close()
 

@@ -74,6 +74,9 @@ def test_runs_commands_and_stops_on_finish_word(tmp_path: Path, contract: Contra
     assert (req["temperature"], req["top_p"], req["max_tokens"]) == (0.7, 0.95, 192)
     # the second prompt shows the model its command's output
     assert model.requests[1]["messages"][-1] == {"role": "user", "content": "(no output)\n[exit code 0]"}
+    # a plain transcript beside the trajectory, for grep
+    log = (tmp_path / "trial" / "agent.log").read_text()
+    assert "--> bash" in log and "echo hello > /app/hello.txt" in log and "[exit code 0]" in log
 
 
 def test_prompt_is_rendered_from_templates_with_few_shot(tmp_path: Path, contract: Contract) -> None:
