@@ -164,14 +164,16 @@ def recorded_calls(root: Path) -> tuple[int, list[float]]:
     """Per-call reuse shares over real trials recorded by `rsi run --agent harness` under `root`.
 
     Each trajectory keeps the final messages it sent (extra.rsi.messages); call k's prompt is the
-    messages before the k-th assistant reply. Only trials with at least two model calls count.
+    messages before the k-th model reply (few-shot replies are part of the prompt, not calls). Only trials with at least two model calls count.
     """
     trials, per_call = 0, []
     for path in sorted(root.rglob("trajectory.json")):
         import json
 
-        msgs = (json.loads(path.read_text()).get("extra", {}).get("rsi", {}) or {}).get("messages") or []
-        idx = [i for i, m in enumerate(msgs) if m.get("role") == "assistant"]
+        rsi_extra = json.loads(path.read_text()).get("extra", {}).get("rsi", {}) or {}
+        msgs = rsi_extra.get("messages") or []
+        head = 1 + len(rsi_extra.get("few_shot") or []) + 1  # system, few-shot, the instruction
+        idx = [i for i, m in enumerate(msgs) if m.get("role") == "assistant" and i >= head]
         if len(idx) < 2:
             continue
         trials += 1
