@@ -41,7 +41,10 @@ class _Bar(RunProgress):
 def run(
     ctx: typer.Context,
     paths: Annotated[list[Path] | None, typer.Argument(help="Task directories or directories of tasks.")] = None,
-    agent: Annotated[str, typer.Option("--agent", "-a", help="oracle | nop | harness")] = "oracle",
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", "-a", help="oracle | nop | harness (default: oracle, or the job's on --resume)"),
+    ] = None,
     k: Annotated[int, typer.Option("-k", "--attempts", help="Attempts per task.")] = 1,
     n: Annotated[int, typer.Option("-n", "--concurrency", help="Trials at a time.")] = 1,
     gen: Annotated[str | None, typer.Option("--gen", help="Generation (default: the current one).")] = None,

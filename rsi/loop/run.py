@@ -34,7 +34,7 @@ from rsi.store.tables import JobRow, TrialRow
 @dataclass
 class RunRequest:
     paths: list[Path]
-    agent: str = "oracle"
+    agent: str | None = None  # default: the resumed job's agent, else "oracle"
     attempts: int = 1
     concurrency: int = 1
     generation: str | None = None
@@ -87,7 +87,6 @@ def run_job(
         raise InputError("--attempts", None, "must be at least 1")
     if req.concurrency < 1:
         raise InputError("--concurrency", None, "must be at least 1")
-    agent = AGENTS.create(req.agent)
     store = ctx.store
     contract = ctx.contract
 
@@ -99,12 +98,14 @@ def run_job(
         if not req.paths:
             raise InputError("PATH", None, "give at least one task directory")
         paths = req.paths
+    agent_name = req.agent or (existing.agent if existing else "oracle")
+    agent = AGENTS.create(agent_name)
     tasks = load_tasks(paths)
     generation: GenerationManifest = ctx.generation(req.generation or (existing.generation if existing else None))
-    config: HarnessConfig | None = ctx.harness_config_for(generation) if req.agent == "harness" else None
+    config: HarnessConfig | None = ctx.harness_config_for(generation) if agent_name == "harness" else None
     fingerprint = tasks_fingerprint(tasks)
     if existing is not None:
-        _check_resumable(existing, req, generation, fingerprint, store.live_job_ids())
+        _check_resumable(existing, agent_name, generation, fingerprint, store.live_job_ids())
     store.put_tasks(tasks)
 
     if existing is not None:
@@ -118,7 +119,7 @@ def run_job(
                 task_name=t.name,
                 task_digest=t.digest,
                 generation=generation.id,
-                agent=req.agent,
+                agent=agent_name,
                 attempt=a,
                 status=TrialStatus.PENDING.value,
                 trial_dir=str(ctx.ws.job_dir(job_id) / f"{t.name}.{a}"),
@@ -128,7 +129,7 @@ def run_job(
         ]
         store.create_job(
             job_id,
-            agent=req.agent,
+            agent=agent_name,
             generation=generation.id,
             harness_config_digest=config.digest() if config else None,
             attempts=req.attempts,
@@ -197,12 +198,12 @@ def run_job(
 
 
 def _check_resumable(
-    job: JobRow, req: RunRequest, generation: GenerationManifest, fingerprint: str, live: set[str]
+    job: JobRow, agent: str, generation: GenerationManifest, fingerprint: str, live: set[str]
 ) -> None:
     if job.id in live:
         raise ConfigError(f"job {job.id} is still running (pid {job.owner_pid}); stop it before resuming")
-    if job.agent != req.agent:
-        raise ConfigError(f"--resume {job.id}: the job ran agent '{job.agent}', not '{req.agent}'")
+    if job.agent != agent:
+        raise ConfigError(f"--resume {job.id}: the job ran agent '{job.agent}', not '{agent}'")
     if job.generation != generation.id:
         raise ConfigError(f"--resume {job.id}: the job ran generation {job.generation}, not {generation.id}")
     if job.tasks_fingerprint != fingerprint:

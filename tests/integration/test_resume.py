@@ -114,7 +114,7 @@ def test_kill_9_then_resume_runs_every_trial_once(
     assert job_containers(api, job), "kill -9 should have left the job's containers behind"
     assert db_rows(ws, "SELECT status FROM jobs WHERE id=?", (job,)) == [("running",)]
 
-    res = rsi(ws, "run", "--resume", job, "--agent", "oracle", "-n", "2", "--json")
+    res = rsi(ws, "run", "--resume", job, "-n", "2", "--json")
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout)
     assert out["job"] == job and out["status"] == "done" and len(out["trials"]) == 6
