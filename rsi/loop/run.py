@@ -104,6 +104,17 @@ def run_job(
     generation: GenerationManifest = ctx.generation(req.generation or (existing.generation if existing else None))
     config: HarnessConfig | None = ctx.harness_config_for(generation) if agent_name == "harness" else None
     fingerprint = tasks_fingerprint(tasks)
+    # The substrate must answer before anything is written: a refused job leaves no rows behind.
+    from rsi.sandbox.base_image import resolve_base_image
+    from rsi.sandbox.registry import get_provider
+
+    provider = provider or get_provider(ctx.settings.sandbox.provider)
+    provider.ping()
+    base_image = resolve_base_image(ctx.settings.sandbox.base_image)
+    base_id = getattr(provider, "image_id", lambda _t: None)(base_image)
+    if base_id is None and provider.name == "docker":
+        raise RsiError(f"base image {base_image} is missing; build it with `rsi sandbox build-base`", exit_code=1)
+
     if existing is not None:
         _check_resumable(existing, agent_name, generation, fingerprint, store.live_job_ids())
     store.put_tasks(tasks)
@@ -139,20 +150,10 @@ def run_job(
             trials=rows,
         )
     store.claim_job(job_id)
-
-    from rsi.sandbox.base_image import resolve_base_image
-    from rsi.sandbox.registry import get_provider
-
-    provider = provider or get_provider(ctx.settings.sandbox.provider)
-    provider.ping()
     if existing is not None:
         # Sweep this job's leftovers from the dead run, and only this job's: other jobs on the same
         # daemon (other workspaces) are not ours to judge and may be running.
         provider.gc(set(), scope={job_id})
-    base_image = resolve_base_image(ctx.settings.sandbox.base_image)
-    base_id = getattr(provider, "image_id", lambda _t: None)(base_image)
-    if base_id is None and provider.name == "docker":
-        raise RsiError(f"base image {base_image} is missing; build it with `rsi sandbox build-base`", exit_code=1)
 
     by_name = {t.name: t for t in tasks}
     pending = store.unfinished_trials(job_id)

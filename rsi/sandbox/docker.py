@@ -270,7 +270,15 @@ class DockerSandboxProvider:
         return self.client.api
 
     def ping(self) -> None:
-        call("ping docker", self.api.ping)
+        """Raise one readable SandboxError, with the fix, if the daemon does not answer."""
+        try:
+            call("ping docker", self.api.ping)
+        except SandboxError as e:
+            reason = str(e).split("(Caused by")[0].strip().rstrip(":")[:160]
+            raise SandboxError(
+                f"the Docker daemon does not answer ({reason}); start it with `dockerd &` "
+                "(or `scripts/setup.sh`), then check with `rsi doctor`"
+            ) from e
 
     # -- images
 

@@ -225,3 +225,16 @@ def test_sandbox_error_is_retried_then_recorded_as_infra(workspace: WorkspaceCon
     assert is_infra(t.error_type)
     s = summarize(out.job, out.trials)
     assert s.infra_errors == 1 and s.tasks[0].graded == 0, "an infra error must not count against the model"
+
+
+def test_unreachable_substrate_refuses_before_writing_anything(workspace: WorkspaceContext, tmp_path: Path) -> None:
+    from rsi.sandbox.base import SandboxError
+
+    class Down(FakeSandboxProvider):
+        def ping(self) -> None:
+            raise SandboxError("the Docker daemon does not answer")
+
+    tasks = make_tasks(tmp_path / "tasks", 1)
+    with pytest.raises(SandboxError):
+        run_job(workspace, RunRequest(paths=tasks, agent="oracle"), provider=Down(tmp_path / "fake"))
+    assert workspace.store.list_jobs() == []
