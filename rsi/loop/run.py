@@ -117,57 +117,59 @@ def run_job(
 
     if existing is not None:
         _check_resumable(existing, agent_name, generation, fingerprint, store.live_job_ids())
-    store.put_tasks(tasks)
 
-    if existing is not None:
-        job_id = existing.id
-    else:
-        job_id = new_job_id()
-        rows = [
-            TrialRow(
-                id=trial_id(job_id, t.name, a),
-                job_id=job_id,
-                task_name=t.name,
-                task_digest=t.digest,
-                generation=generation.id,
-                agent=agent_name,
-                attempt=a,
-                status=TrialStatus.PENDING.value,
-                trial_dir=str(ctx.ws.job_dir(job_id) / f"{t.name}.{a}"),
-            )
-            for t in tasks
-            for a in range(1, req.attempts + 1)
-        ]
-        store.create_job(
-            job_id,
-            agent=agent_name,
-            generation=generation.id,
-            harness_config_digest=config.digest() if config else None,
-            attempts=req.attempts,
-            concurrency=req.concurrency,
-            task_paths=[str(p.resolve()) for p in paths],
-            tasks_fingerprint=fingerprint,
-            trials=rows,
-        )
-    store.claim_job(job_id)
-    if existing is not None:
-        # Sweep this job's leftovers from the dead run, and only this job's: other jobs on the same
-        # daemon (other workspaces) are not ours to judge and may be running.
-        provider.gc(set(), scope={job_id})
-
-    by_name = {t.name: t for t in tasks}
-    pending = store.unfinished_trials(job_id)
-    plans = [
-        TrialPlan(
-            trial_id=r.id, job_id=job_id, task=by_name[r.task_name], attempt=r.attempt, trial_dir=Path(r.trial_dir)
-        )
-        for r in pending
-    ]
-    total = len(store.trials(job_id))
-    progress.start(total, total - len(plans), job_id)
-
-    interrupted = False
+    # Likewise the model endpoint: a server that will not start leaves no job behind.
     with _model_endpoint(config, ctx) as endpoint:
+        store.put_tasks(tasks)
+
+        if existing is not None:
+            job_id = existing.id
+        else:
+            job_id = new_job_id()
+            rows = [
+                TrialRow(
+                    id=trial_id(job_id, t.name, a),
+                    job_id=job_id,
+                    task_name=t.name,
+                    task_digest=t.digest,
+                    generation=generation.id,
+                    agent=agent_name,
+                    attempt=a,
+                    status=TrialStatus.PENDING.value,
+                    trial_dir=str(ctx.ws.job_dir(job_id) / f"{t.name}.{a}"),
+                )
+                for t in tasks
+                for a in range(1, req.attempts + 1)
+            ]
+            store.create_job(
+                job_id,
+                agent=agent_name,
+                generation=generation.id,
+                harness_config_digest=config.digest() if config else None,
+                attempts=req.attempts,
+                concurrency=req.concurrency,
+                task_paths=[str(p.resolve()) for p in paths],
+                tasks_fingerprint=fingerprint,
+                trials=rows,
+            )
+        store.claim_job(job_id)
+        if existing is not None:
+            # Sweep this job's leftovers from the dead run, and only this job's: other jobs on the same
+            # daemon (other workspaces) are not ours to judge and may be running.
+            provider.gc(set(), scope={job_id})
+
+        by_name = {t.name: t for t in tasks}
+        pending = store.unfinished_trials(job_id)
+        plans = [
+            TrialPlan(
+                trial_id=r.id, job_id=job_id, task=by_name[r.task_name], attempt=r.attempt, trial_dir=Path(r.trial_dir)
+            )
+            for r in pending
+        ]
+        total = len(store.trials(job_id))
+        progress.start(total, total - len(plans), job_id)
+
+        interrupted = False
         env = TrialEnv(
             provider=provider,
             contract=contract,
