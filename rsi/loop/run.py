@@ -122,41 +122,14 @@ def run_job(
     with _model_endpoint(config, ctx) as endpoint:
         store.put_tasks(tasks)
 
-        if existing is not None:
-            job_id = existing.id
+        if existing is None:
+            job_id = _plan_job(ctx, req, agent_name, generation, config, tasks, paths)
         else:
-            job_id = new_job_id()
-            rows = [
-                TrialRow(
-                    id=trial_id(job_id, t.name, a),
-                    job_id=job_id,
-                    task_name=t.name,
-                    task_digest=t.digest,
-                    generation=generation.id,
-                    agent=agent_name,
-                    attempt=a,
-                    status=TrialStatus.PENDING.value,
-                    trial_dir=str(ctx.ws.job_dir(job_id) / f"{t.name}.{a}"),
-                )
-                for t in tasks
-                for a in range(1, req.attempts + 1)
-            ]
-            store.create_job(
-                job_id,
-                agent=agent_name,
-                generation=generation.id,
-                harness_config_digest=config.digest() if config else None,
-                attempts=req.attempts,
-                concurrency=req.concurrency,
-                task_paths=[str(p.resolve()) for p in paths],
-                tasks_fingerprint=fingerprint,
-                trials=rows,
-            )
-        store.claim_job(job_id)
-        if existing is not None:
+            job_id = existing.id
             # Sweep this job's leftovers from the dead run, and only this job's: other jobs on the same
             # daemon (other workspaces) are not ours to judge and may be running.
             provider.gc(set(), scope={job_id})
+        store.claim_job(job_id)
 
         by_name = {t.name: t for t in tasks}
         pending = store.unfinished_trials(job_id)
@@ -199,6 +172,46 @@ def run_job(
     store.finish_job(job_id, "interrupted" if (interrupted or left) else "done")
     return JobOutcome(job=store.get_job(job_id), trials=store.trials(job_id), tasks=tasks, interrupted=interrupted)
 
+
+
+def _plan_job(
+    ctx: WorkspaceContext,
+    req: RunRequest,
+    agent: str,
+    generation: GenerationManifest,
+    config: HarnessConfig | None,
+    tasks: list[Task],
+    paths: list[Path],
+) -> str:
+    """Write a new job and every task x attempt as a pending trial, in one transaction."""
+    job_id = new_job_id()
+    rows = [
+        TrialRow(
+            id=trial_id(job_id, t.name, a),
+            job_id=job_id,
+            task_name=t.name,
+            task_digest=t.digest,
+            generation=generation.id,
+            agent=agent,
+            attempt=a,
+            status=TrialStatus.PENDING.value,
+            trial_dir=str(ctx.ws.job_dir(job_id) / f"{t.name}.{a}"),
+        )
+        for t in tasks
+        for a in range(1, req.attempts + 1)
+    ]
+    ctx.store.create_job(
+        job_id,
+        agent=agent,
+        generation=generation.id,
+        harness_config_digest=config.digest() if config else None,
+        attempts=req.attempts,
+        concurrency=req.concurrency,
+        task_paths=[str(p.resolve()) for p in paths],
+        tasks_fingerprint=tasks_fingerprint(tasks),
+        trials=rows,
+    )
+    return job_id
 
 def _check_resumable(
     job: JobRow, agent: str, generation: GenerationManifest, fingerprint: str, live: set[str]
