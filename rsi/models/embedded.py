@@ -100,6 +100,21 @@ def _log_tail(path: Path, n: int = 2000) -> str:
         return ""
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to SIGTERM it when its parent dies.
+
+    A server we started must not outlive us, even when we are killed with SIGKILL and no
+    `finally` runs; elsewhere (no prctl) the `finally` in `ensure_server` is all there is.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _stop(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
     """Terminate the server's whole process group, then kill it if it lingers."""
     if proc.poll() is not None:
@@ -152,6 +167,7 @@ def ensure_server(
                 stdin=subprocess.DEVNULL,
                 env=env,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         try:
             deadline = time.monotonic() + startup_timeout
