@@ -111,8 +111,8 @@ def run_job(
     provider = provider or get_provider(ctx.settings.sandbox.provider)
     provider.ping()
     base_image = resolve_base_image(ctx.settings.sandbox.base_image)
-    base_id = getattr(provider, "image_id", lambda _t: None)(base_image)
-    if base_id is None and provider.name == "docker":
+    base_id = provider.image_id(base_image)
+    if base_id is None:
         raise RsiError(f"base image {base_image} is missing; build it with `rsi sandbox build-base`", exit_code=1)
 
     if existing is not None:

@@ -130,6 +130,10 @@ class SandboxProvider(Protocol):
         """Raise SandboxError if the substrate is not reachable."""
         ...
 
+    def image_id(self, tag: str) -> str | None:
+        """The id of a local image (part of environment digests), or None if it is absent."""
+        ...
+
     def ensure_image(
         self, env_dir: Path, env_digest: str, *, build_args: dict[str, str], timeout: float
     ) -> ImageRef:

@@ -160,6 +160,10 @@ class FakeSandboxProvider:
     def ping(self) -> None:
         return None
 
+    def image_id(self, tag: str) -> str | None:
+        """Any image a fake task names "exists": the fake never builds FROM a base."""
+        return f"fake:{tag}"
+
     def ensure_image(
         self, env_dir: Path, env_digest: str, *, build_args: dict[str, str], timeout: float
     ) -> ImageRef:
