@@ -20,6 +20,12 @@ class ErrorType(StrEnum):
     MODEL_UNAVAILABLE = "model_unavailable"
     MODEL_CONFIG_ERROR = "model_config_error"
     CANCELLED = "cancelled"
+    # test.sh exited non-zero while the reward said pass: never a pass (the reward is not trusted).
+    VERIFIER_ERROR = "verifier_error"
+    # The agent's own commands wrecked its container (killed PID 1, ran it out of memory or pids):
+    # an outcome of the agent, not infra, and never retried.
+    AGENT_OUT_OF_MEMORY = "agent_out_of_memory"
+    SANDBOX_KILLED_BY_AGENT = "sandbox_killed_by_agent"
 
 
 Blame = Literal["task", "infra", "model", "config", "agent"]
@@ -37,7 +43,26 @@ BLAME: dict[ErrorType, Blame] = {
     ErrorType.MODEL_UNAVAILABLE: "infra",
     ErrorType.MODEL_CONFIG_ERROR: "config",
     ErrorType.CANCELLED: "infra",
+    ErrorType.VERIFIER_ERROR: "task",
+    ErrorType.AGENT_OUT_OF_MEMORY: "model",
+    ErrorType.SANDBOX_KILLED_BY_AGENT: "model",
 }
+
+# Error types under which a trial never passes, whatever the reward says.
+NEVER_PASS = {
+    ErrorType.TAMPER_DETECTED,
+    ErrorType.REWARD_INVALID,
+    ErrorType.REWARD_MISSING,
+    ErrorType.VERIFIER_TIMEOUT,
+    ErrorType.VERIFIER_ERROR,
+    ErrorType.MODEL_UNAVAILABLE,
+    ErrorType.SANDBOX_ERROR,
+    ErrorType.AGENT_OUT_OF_MEMORY,
+    ErrorType.SANDBOX_KILLED_BY_AGENT,
+}
+
+# How strongly a verdict is isolated from what the agent did (DESIGN §5), strongest first.
+Integrity = Literal["declared_outputs", "snapshot", "shared"]
 
 # Error types that are retried (with backoff) before the trial is recorded.
 RETRYABLE = {ErrorType.SANDBOX_ERROR}
@@ -62,6 +87,9 @@ class Timings(BaseModel):
     snapshot: float = 0.0
     verify: float = 0.0
     total: float = 0.0
+    # Seconds the agent spent waiting for the model server to admit its requests (queued behind
+    # other trials); not charged against the agent's time budget.
+    model_queue: float = 0.0
 
 
 class Usage(BaseModel):
@@ -82,7 +110,7 @@ class Usage(BaseModel):
 class TrialResult(BaseModel):
     """What one trial produced; written as `result.json` and summarised in the DB row."""
 
-    schema_version: int = 1
+    schema_version: int = 2
     trial_id: str
     job_id: str
     task: str
@@ -90,6 +118,9 @@ class TrialResult(BaseModel):
     attempt: int
     agent: str
     generation: str | None = None
+    arm_id: str | None = None
+    variant: str | None = None
+    split: str = "train"
     reward: float | None = None
     rewards: dict[str, float] = Field(default_factory=dict)
     passed: bool = False
@@ -97,7 +128,14 @@ class TrialResult(BaseModel):
     error_message: str | None = None
     infra_retries: int = 0
     tampered_paths: list[str] = Field(default_factory=list)
+    # Why each tampered path voids the pass ("/app/json.py shadows the standard-library module json").
+    tamper_reasons: list[str] = Field(default_factory=list)
     changed_paths: list[str] = Field(default_factory=list)
+    integrity: Integrity | None = None
+    # Writable roots the task added to the contract's allow-list (empty: graded under the default).
+    widened_roots: list[str] = Field(default_factory=list)
+    verifier_exit_code: int | None = None
+    turns: int = 0
     timings: Timings = Field(default_factory=Timings)
     usage: Usage = Field(default_factory=Usage)
     harness_config_digest: str | None = None
