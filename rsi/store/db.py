@@ -14,7 +14,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
 from sqlmodel import create_engine
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
@@ -24,9 +24,20 @@ def database_url(default_path: Path) -> str:
     return os.environ.get("RSI_DATABASE_URL") or f"sqlite:///{default_path}"
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The database file of a SQLite URL; None for an in-memory SQLite or any other database."""
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
+        return None
+    if u.database.startswith("file:"):  # URI form; rsi never writes it, so treat it as not-a-file
+        return None
+    return Path(u.database)
+
+
 def make_engine(url: str) -> Engine:
-    if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    db_file = sqlite_file(url)
+    if db_file is not None:
+        db_file.parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}
                            if url.startswith("sqlite") else {})
     if url.startswith("sqlite"):
@@ -63,3 +74,11 @@ def migrate(engine: Engine, revision: str = "head") -> None:
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Take the schema back down to `revision` (for tests and for undoing a bad upgrade by hand)."""
+    cfg = _alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, revision)

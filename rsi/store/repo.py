@@ -2,107 +2,117 @@
 
 In every mode the driver process is the only writer (DESIGN §11): executors return results and
 the driver records them here as they arrive. Trial ids are idempotency keys.
+
+`Store` is the single entry class. Its queries live in mixins by subject (queries_trials,
+queries_loop, queries_generations); this module holds opening and closing, jobs, and ownership.
+Ownership is by file lock (rsi.store.locks), not by pid: a job is live while the process that
+claimed it holds `<lock dir>/<job>.lock`, and a SQLite store has one writing driver at a time,
+the holder of `<db file>.driver.lock`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal, get_args
 
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
-from rsi.core.errors import NotFoundError
-from rsi.core.generation import GenerationManifest
-from rsi.core.task import Task
-from rsi.core.trial import TrialResult, TrialStatus
-from rsi.store.db import database_url, make_engine, migrate
-from rsi.store.tables import GenerationRow, JobRow, TaskRow, TrialRow, utcnow
+from rsi.core.arm import Arm
+from rsi.core.digest import digest_obj
+from rsi.core.errors import ConfigError, NotFoundError
+from rsi.store.db import database_url, make_engine, migrate, sqlite_file
+from rsi.store.locks import FileLock, is_locked_by_other, read_holder
+from rsi.store.queries_base import check_choice
+from rsi.store.queries_generations import GenerationQueries
+from rsi.store.queries_loop import LoopQueries, put_arm_in
+from rsi.store.queries_trials import HOLDOUT_READERS, READERS, Reader, TrialQueries
+from rsi.store.tables import JobRow, TrialRow, utcnow
+
+Phase = Literal["discover", "expand", "update", "promote", "run"]
+
+__all__ = ["HOLDOUT_READERS", "READERS", "Phase", "Reader", "Store"]
 
 
-class Store:
-    """One database, migrated to head on open."""
+def _default_lock_dir(url: str, db_file: Path | None) -> Path:
+    """`<db dir>/locks` for a SQLite file; otherwise a per-database folder in the temp dir.
 
-    def __init__(self, url: str) -> None:
+    The latter only sees jobs claimed on this machine: with several drivers on several hosts
+    (PostgreSQL), pass a shared `lock_dir` or use database-side locks.
+    """
+    if db_file is not None:
+        return db_file.parent / "locks"
+    return Path(tempfile.gettempdir()) / "rsi-locks" / digest_obj(url)[:12]
+
+
+class Store(TrialQueries, LoopQueries, GenerationQueries):
+    """One database, migrated to head on open; holds the locks it takes until `close`."""
+
+    def __init__(self, url: str, *, lock_dir: Path | None = None) -> None:
         self.url = url
         self.engine: Engine = make_engine(url)
         migrate(self.engine)
+        self.db_file: Path | None = sqlite_file(url)
+        self.lock_dir: Path = lock_dir or _default_lock_dir(url, self.db_file)
+        self._job_locks: dict[str, FileLock] = {}
+        self._driver: FileLock | None = None
 
     @classmethod
     def for_path(cls, db_path: Path) -> Store:
-        return cls(database_url(db_path))
+        """The workspace's store: `db_path` unless RSI_DATABASE_URL points elsewhere.
 
-    @contextmanager
-    def session(self) -> Iterator[Session]:
-        with Session(self.engine, expire_on_commit=False) as s:
-            yield s
+        A non-SQLite database keeps its job locks beside where the SQLite file would be.
+        """
+        url = database_url(db_path)
+        return cls(url, lock_dir=None if sqlite_file(url) else db_path.parent / "locks")
 
     def close(self) -> None:
+        """Give back every lock this store holds and dispose of the engine."""
+        for lock in self._job_locks.values():
+            lock.release()
+        self._job_locks.clear()
+        self.release_driver()
         self.engine.dispose()
 
-    # generations -----------------------------------------------------------------------------
-    def put_generation(self, m: GenerationManifest) -> None:
-        row = GenerationRow(
-            id=m.id,
-            parent=m.parent,
-            state=m.state.value,
-            contract=m.contract,
-            base_model_id=m.base_model.id,
-            harness_config_name=m.harness_config.name,
-            harness_config_digest=m.harness_config.digest,
-            serve_name=m.serve_name(),
-            manifest_json=m.model_dump_json(),
-        )
-        with self.session() as s:
-            existing = s.get(GenerationRow, m.id)
-            if existing is not None:
-                row.created_at = existing.created_at
-                s.delete(existing)
-                s.flush()
-            s.add(row)
-            s.commit()
+    def __enter__(self) -> Store:
+        return self
 
-    def get_generation(self, gen_id: str) -> GenerationManifest:
-        with self.session() as s:
-            row = s.get(GenerationRow, gen_id)
-        if row is None:
-            known = ", ".join(g.id for g in self.list_generations()) or "(none)"
-            raise NotFoundError(f"unknown generation '{gen_id}'; known: {known}")
-        return GenerationManifest.model_validate_json(row.manifest_json)
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
-    def list_generations(self) -> list[GenerationManifest]:
-        with self.session() as s:
-            rows = s.exec(select(GenerationRow).order_by(col(GenerationRow.id))).all()
-        return [GenerationManifest.model_validate_json(r.manifest_json) for r in rows]
+    # the driver lock -------------------------------------------------------------------------
+    @property
+    def driver_lock_path(self) -> Path | None:
+        return Path(f"{self.db_file}.driver.lock") if self.db_file is not None else None
 
-    def current_generation(self) -> GenerationManifest:
-        """The newest promoted generation, else the newest one (gen-0000 on a new workspace)."""
-        gens = self.list_generations()
-        if not gens:
-            raise NotFoundError("no generation registered; run `rsi init` first")
-        promoted = [g for g in gens if g.state.value == "promoted"]
-        return (promoted or gens)[-1]
+    def acquire_driver(self) -> None:
+        """Become the one process writing this SQLite store, or refuse with a one-line ConfigError.
 
-    # tasks -----------------------------------------------------------------------------------
-    def put_tasks(self, tasks: Iterable[Task]) -> None:
-        with self.session() as s:
-            for t in tasks:
-                if s.get(TaskRow, t.digest) is None:
-                    s.add(
-                        TaskRow(
-                            digest=t.digest,
-                            name=t.name,
-                            path=t.path,
-                            family=t.family,
-                            split=t.split,
-                            difficulty=t.spec.metadata.rsi.difficulty,
-                        )
-                    )
-            s.commit()
+        A no-op for other databases (PostgreSQL takes several drivers). Idempotent; released by
+        `release_driver` or `close`. Read-only commands never call it.
+        """
+        path = self.driver_lock_path
+        if path is None or (self._driver is not None and self._driver.held):
+            return
+        lock = FileLock(path)
+        if not lock.acquire():
+            holder = read_holder(path) or "holder unknown"
+            raise ConfigError(
+                f"another rsi driver is writing {self.db_file} ({holder}); wait for it, "
+                "or point RSI_DATABASE_URL at PostgreSQL to run several drivers at once"
+            )
+        self._driver = lock
+
+    def release_driver(self) -> None:
+        if self._driver is not None:
+            self._driver.release()
+            self._driver = None
 
     # jobs ------------------------------------------------------------------------------------
     def create_job(
@@ -118,8 +128,12 @@ class Store:
         tasks_fingerprint: str,
         trials: Sequence[TrialRow],
         kind: str = "run",
+        phase: Phase | None = None,
+        arms: Sequence[Arm] = (),
     ) -> JobRow:
-        """Create the job and all its planned trials (pending) in one transaction."""
+        """Create the job, its arms and all its planned trials (pending) in one transaction."""
+        if phase is not None:
+            check_choice("job phase", phase, get_args(Phase))
         job = JobRow(
             id=job_id,
             kind=kind,
@@ -133,9 +147,13 @@ class Store:
             tasks_fingerprint=tasks_fingerprint,
             owner_pid=os.getpid(),
             owner_host=socket.gethostname(),
+            phase=phase,
+            arms_json=json.dumps(list(dict.fromkeys(a.id for a in arms))),
         )
         with self.session() as s:
             s.add(job)
+            for arm in {a.id: a for a in arms}.values():
+                put_arm_in(s, arm)
             s.flush()
             for t in trials:
                 s.add(t)
@@ -153,114 +171,69 @@ class Store:
         with self.session() as s:
             return list(s.exec(select(JobRow).order_by(col(JobRow.created_at).desc()).limit(limit)).all())
 
+    def job_lock_path(self, job_id: str) -> Path:
+        return self.lock_dir / f"{re.sub(r'[^A-Za-z0-9._-]', '_', job_id)}.lock"
+
     def claim_job(self, job_id: str) -> None:
-        """Mark this process as the job's owner (on start and on resume)."""
+        """Own the job (on start and on resume): take its lock, held until finish_job or close.
+
+        Refuses with ConfigError ("still running") while another process or Store holds it.
+        """
+        self.get_job(job_id)
+        lock = self._job_locks.get(job_id) or FileLock(self.job_lock_path(job_id))
+        if not lock.acquire():
+            holder = read_holder(lock.path) or "another process"
+            raise ConfigError(f"job {job_id} is still running ({holder}); stop it before resuming")
+        self._job_locks[job_id] = lock
         with self.session() as s:
             row = s.get(JobRow, job_id)
-            if row is None:
-                raise NotFoundError(f"unknown job '{job_id}'")
+            assert row is not None
             row.status = "running"
             row.owner_pid = os.getpid()
             row.owner_host = socket.gethostname()
+            row.interrupted_reason = None
             row.updated_at = utcnow()
             s.add(row)
             s.commit()
 
     def finish_job(self, job_id: str, status: str) -> None:
+        """Set the job's final status for this run and give up its lock."""
+        with self.session() as s:
+            row = s.get(JobRow, job_id)
+            if row is not None:
+                row.status = status
+                row.updated_at = utcnow()
+                row.owner_pid = None
+                if status == "done":
+                    row.finished_at = utcnow()
+                s.add(row)
+                s.commit()
+        self._release_job(job_id)
+
+    def mark_job_interrupted(self, job_id: str, reason: str) -> None:
+        """Record why a job stopped early (budget spent, Ctrl-C, lost endpoint) and give up its lock."""
         with self.session() as s:
             row = s.get(JobRow, job_id)
             if row is None:
-                return
-            row.status = status
-            row.updated_at = utcnow()
+                raise NotFoundError(f"unknown job '{job_id}'")
+            row.status = "interrupted"
+            row.interrupted_reason = reason
             row.owner_pid = None
-            if status == "done":
-                row.finished_at = utcnow()
+            row.updated_at = utcnow()
             s.add(row)
             s.commit()
+        self._release_job(job_id)
 
     def live_job_ids(self) -> set[str]:
-        """Jobs whose owning process is alive on this host (others are dead or interrupted)."""
-        host = socket.gethostname()
-        live: set[str] = set()
-        with self.session() as s:
-            rows = s.exec(select(JobRow).where(JobRow.status == "running")).all()
-        for r in rows:
-            if r.owner_pid is None:
-                continue
-            if r.owner_host != host:
-                live.add(r.id)  # cannot tell from here; assume alive
-                continue
-            try:
-                os.kill(r.owner_pid, 0)
-                live.add(r.id)
-            except ProcessLookupError:
-                pass
-            except PermissionError:
-                live.add(r.id)
-        return live
+        """Running jobs whose lock is held now (here or by another process).
 
-    # trials ----------------------------------------------------------------------------------
-    def trials(self, job_id: str) -> list[TrialRow]:
+        A row left `running` by a killed process is not live: its lock died with it.
+        """
         with self.session() as s:
-            return list(
-                s.exec(
-                    select(TrialRow)
-                    .where(TrialRow.job_id == job_id)
-                    .order_by(col(TrialRow.task_name), col(TrialRow.attempt))
-                ).all()
-            )
+            ids = s.exec(select(JobRow.id).where(JobRow.status == "running")).all()
+        return {j for j in ids if j in self._job_locks or is_locked_by_other(self.job_lock_path(j))}
 
-    def unfinished_trials(self, job_id: str) -> list[TrialRow]:
-        return [t for t in self.trials(job_id) if t.status != TrialStatus.DONE.value]
-
-    def get_trial(self, trial_id: str) -> TrialRow:
-        with self.session() as s:
-            row = s.get(TrialRow, trial_id)
-            if row is None:
-                rows = s.exec(select(TrialRow).where(col(TrialRow.id).startswith(trial_id))).all()
-                if len(rows) == 1:
-                    row = rows[0]
-        if row is None:
-            raise NotFoundError(f"unknown trial '{trial_id}'")
-        return row
-
-    def mark_running(self, trial_id: str) -> None:
-        with self.session() as s:
-            row = s.get(TrialRow, trial_id)
-            if row is None:
-                raise NotFoundError(f"unknown trial '{trial_id}'")
-            row.status = TrialStatus.RUNNING.value
-            row.started_at = utcnow()
-            s.add(row)
-            s.commit()
-
-    def record_trial(self, r: TrialResult) -> None:
-        """Store a finished trial. Idempotent: recording the same trial id again overwrites it."""
-        with self.session() as s:
-            row = s.get(TrialRow, r.trial_id)
-            if row is None:
-                raise NotFoundError(f"unknown trial '{r.trial_id}'")
-            row.status = TrialStatus.DONE.value
-            row.reward = r.reward
-            row.passed = r.passed
-            row.error_type = r.error_type.value if r.error_type else None
-            row.error_message = (r.error_message or "")[:2000] or None
-            row.infra_retries = r.infra_retries
-            row.t_build = r.timings.build
-            row.t_agent = r.timings.agent
-            row.t_verify = r.timings.verify
-            row.t_total = r.timings.total
-            row.prompt_tokens = r.usage.prompt_tokens
-            row.completion_tokens = r.usage.completion_tokens
-            row.cached_tokens = r.usage.cached_tokens
-            row.harness_config_digest = r.harness_config_digest
-            row.model_name = r.model_name
-            row.trial_dir = r.trial_dir
-            row.finished_at = utcnow()
-            s.add(row)
-            job = s.get(JobRow, r.job_id)
-            if job is not None:
-                job.updated_at = utcnow()
-                s.add(job)
-            s.commit()
+    def _release_job(self, job_id: str) -> None:
+        lock = self._job_locks.pop(job_id, None)
+        if lock is not None:
+            lock.release()

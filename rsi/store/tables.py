@@ -1,18 +1,29 @@
-"""SQLModel tables: every generation, task, job and trial is a row.
+"""SQLModel tables: every generation, task, config, arm, job, trial, budget and verdict is a row.
 
 Schema changes go only through migrations (rsi/store/migrations/versions); a test checks that
-the migrated schema equals these tables, starting from a blank database.
+the migrated schema equals these tables, starting from a blank database and from revision 0001.
+Columns added after 0001 carry a server default so rows written before the upgrade stay valid.
+List- and map-valued evidence is stored as JSON text in `*_json` columns; the read-only
+properties below decode it.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from typing import Any
 
+import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _default(value: str) -> dict[str, Any]:
+    """Column kwargs for a server default (so rows inserted by raw SQL or older code get a value)."""
+    return {"server_default": value}
 
 
 class GenerationRow(SQLModel, table=True):
@@ -30,6 +41,19 @@ class GenerationRow(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class GenerationEventRow(SQLModel, table=True):
+    """One state change of a generation (registered, promoted, rejected, rolled back): the audit trail."""
+
+    __tablename__ = "generation_events"
+
+    id: int | None = Field(default=None, primary_key=True)
+    generation: str = Field(foreign_key="generations.id", index=True)
+    from_state: str | None = None
+    to_state: str
+    reason: str = Field(sa_type=sa.Text)
+    at: datetime = Field(default_factory=utcnow)
+
+
 class TaskRow(SQLModel, table=True):
     __tablename__ = "tasks"
 
@@ -40,6 +64,33 @@ class TaskRow(SQLModel, table=True):
     split: str
     difficulty: int = 1
     state: str = "active"
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ConfigRow(SQLModel, table=True):
+    """A harness config by digest (DESIGN §4.3): a generation points at a digest, never at a file."""
+
+    __tablename__ = "configs"
+
+    digest: str = Field(primary_key=True)
+    name: str
+    canonical_yaml: str = Field(sa_type=sa.Text)
+    parent_digest: str | None = Field(default=None, index=True)
+    origin: str = "file"  # file | search_space | reflection | manual
+    source: str | None = None  # file path or variant label
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ArmRow(SQLModel, table=True):
+    """What acts, fully pinned (rsi.core.arm.Arm); `id` is Arm.id."""
+
+    __tablename__ = "arms"
+
+    id: str = Field(primary_key=True)
+    agent: str
+    generation: str | None = None
+    config_digest: str | None = None
+    variant: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -56,11 +107,19 @@ class JobRow(SQLModel, table=True):
     concurrency: int = 1
     task_paths_json: str = "[]"
     tasks_fingerprint: str
+    # Informational only (shown in messages): ownership is the job's file lock (rsi.store.locks).
     owner_pid: int | None = None
     owner_host: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
+    phase: str | None = None  # discover | expand | update | promote | run
+    arms_json: str = Field(default="[]", sa_column_kwargs=_default("[]"))  # arm ids, in plan order
+    interrupted_reason: str | None = Field(default=None, sa_type=sa.Text)
+
+    @property
+    def arm_ids(self) -> list[str]:
+        return list(json.loads(self.arms_json or "[]"))
 
 
 class TrialRow(SQLModel, table=True):
@@ -91,3 +150,87 @@ class TrialRow(SQLModel, table=True):
     trial_dir: str
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    # Added in 0002: the arm, the split (holdout rows are sealed, see Store.outcomes) and evidence.
+    arm_id: str | None = Field(default=None, index=True)
+    variant: str | None = None
+    split: str = Field(default="train", index=True, sa_column_kwargs=_default("train"))
+    reward_map_json: str = Field(default="{}", sa_column_kwargs=_default("{}"))
+    changed_paths_json: str = Field(default="[]", sa_column_kwargs=_default("[]"))
+    tampered_paths_json: str = Field(default="[]", sa_column_kwargs=_default("[]"))
+    tamper_reasons_json: str = Field(default="[]", sa_column_kwargs=_default("[]"))
+    integrity: str | None = None
+    widened_roots_json: str = Field(default="[]", sa_column_kwargs=_default("[]"))
+    verifier_exit_code: int | None = None
+    turns: int = Field(default=0, sa_column_kwargs=_default("0"))
+    t_queue: float = Field(default=0.0, sa_column_kwargs=_default("0"))  # seconds queued at the model server
+    t_snapshot: float = Field(default=0.0, sa_column_kwargs=_default("0"))
+    # [{error_type, message[, at]}] for every infra attempt before the recorded one.
+    infra_attempts_json: str = Field(default="[]", sa_column_kwargs=_default("[]"))
+
+    @property
+    def rewards(self) -> dict[str, float]:
+        return dict(json.loads(self.reward_map_json or "{}"))
+
+    @property
+    def changed_paths(self) -> list[str]:
+        return list(json.loads(self.changed_paths_json or "[]"))
+
+    @property
+    def tampered_paths(self) -> list[str]:
+        return list(json.loads(self.tampered_paths_json or "[]"))
+
+    @property
+    def tamper_reasons(self) -> list[str]:
+        return list(json.loads(self.tamper_reasons_json or "[]"))
+
+    @property
+    def widened_roots(self) -> list[str]:
+        return list(json.loads(self.widened_roots_json or "[]"))
+
+    @property
+    def infra_attempts(self) -> list[dict[str, Any]]:
+        return list(json.loads(self.infra_attempts_json or "[]"))
+
+
+class BudgetRow(SQLModel, table=True):
+    """Limit and spent in one unit, per job and phase (DESIGN §2), checked before each trial."""
+
+    __tablename__ = "budgets"
+
+    job_id: str = Field(primary_key=True)
+    phase: str = Field(default="all", primary_key=True, sa_column_kwargs=_default("all"))
+    unit: str  # trials | tokens | minutes | usd
+    limit: float
+    spent: float = Field(default=0.0, sa_column_kwargs=_default("0"))
+    updated_at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def remaining(self) -> float:
+        return max(self.limit - self.spent, 0.0)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.spent >= self.limit
+
+
+class AttributionRow(SQLModel, table=True):
+    """The verdict for one failed (task, generation) (DESIGN §7), revised as evidence arrives."""
+
+    __tablename__ = "attributions"
+    __table_args__ = (sa.UniqueConstraint("task_digest", "generation", name="uq_attributions_task_generation"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    task_digest: str
+    task_name: str
+    generation: str
+    kind: str  # model | task | config | infra
+    confidence: float
+    evidence_json: str = "[]"  # trial ids
+    variant: str | None = None  # the config variant that solved it (kind == "config")
+    reason: str = Field(sa_type=sa.Text)
+    created_at: datetime = Field(default_factory=utcnow)
+    revised_at: datetime | None = None  # None until the verdict is first revised
+
+    @property
+    def evidence(self) -> list[str]:
+        return list(json.loads(self.evidence_json or "[]"))

@@ -1,30 +1,37 @@
-"""The store: migrations build exactly the SQLModel schema, trial ids are idempotency keys, job liveness."""
+"""The store: trial ids are idempotency keys, and ownership is a file lock, not a pid.
+
+Locks are tested two ways: two Store objects in one process (flock locks belong to an open file,
+so they conflict like two drivers), and a subprocess that holds the lock and is then killed -9.
+"""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
-from sqlmodel import SQLModel, func, select
+from sqlmodel import func, select
 
+from rsi.core.errors import ConfigError
 from rsi.core.trial import ErrorType, Timings, TrialResult, TrialStatus
-from rsi.store.db import current_revision, head_revision
+from rsi.store.locks import FileLock, is_locked_by_other, read_holder
 from rsi.store.repo import Store
 from rsi.store.tables import JobRow, TrialRow
 
 
-def _dead_pid() -> int:
-    p = subprocess.Popen(["true"])
-    p.wait()
-    return p.pid
+def _url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'db' / 'rsi.db'}"
 
 
 def _store(tmp_path: Path) -> Store:
-    return Store(f"sqlite:///{tmp_path / 'db' / 'rsi.db'}")
+    return Store(_url(tmp_path))
 
 
 def _job(store: Store, job_id: str = "job-1", n: int = 2) -> list[TrialRow]:
@@ -38,16 +45,25 @@ def _job(store: Store, job_id: str = "job-1", n: int = 2) -> list[TrialRow]:
     return rows
 
 
-def test_migrations_from_blank_db_equal_the_tables(tmp_path: Path) -> None:
-    db = tmp_path / "blank.db"
-    assert not db.exists()
-    store = Store(f"sqlite:///{db}")
-    assert current_revision(store.engine) == head_revision() is not None
-    with store.engine.connect() as conn:
-        mc = MigrationContext.configure(conn, opts={"compare_type": True})
-        diff = compare_metadata(mc, SQLModel.metadata)
-    assert diff == [], f"migrations and rsi/store/tables.py disagree: {diff}"
-    store.close()
+@contextmanager
+def _holder(code: str) -> Iterator[subprocess.Popen[str]]:
+    """A python subprocess that runs `code`, prints 'ready' and sleeps until killed."""
+    script = textwrap.dedent(code) + "\nimport sys, time\nprint('ready', flush=True)\ntime.sleep(60)\n"
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        line = p.stdout.readline()
+        assert line.strip() == "ready", f"holder did not start (rc={p.poll()})"
+        yield p
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+
+
+def _kill9(p: subprocess.Popen[str]) -> None:
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
 
 
 def test_reopening_a_migrated_db_keeps_its_rows(tmp_path: Path) -> None:
@@ -68,8 +84,8 @@ def test_create_job_writes_job_and_pending_trials(tmp_path: Path) -> None:
 def test_record_trial_is_idempotent(tmp_path: Path) -> None:
     store = _store(tmp_path)
     _job(store)
-    base = dict(trial_id="job-1.t0.1", job_id="job-1", task="t0", task_digest="d0", attempt=1, agent="oracle",
-                trial_dir="/tmp/job-1/t0.1")
+    base: dict[str, Any] = dict(trial_id="job-1.t0.1", job_id="job-1", task="t0", task_digest="d0", attempt=1,
+                                agent="oracle", trial_dir="/tmp/job-1/t0.1")
     store.record_trial(TrialResult(**base, reward=0.0, error_type=ErrorType.SANDBOX_ERROR, infra_retries=2))
     store.record_trial(TrialResult(**base, reward=1.0, passed=True, timings=Timings(total=3.0)))
     store.record_trial(TrialResult(**base, reward=1.0, passed=True, timings=Timings(total=3.0)))
@@ -91,23 +107,120 @@ def test_record_unknown_trial_is_refused(tmp_path: Path) -> None:
                                        attempt=1, agent="oracle", trial_dir="/tmp/x"))
 
 
-def test_live_job_ids_follow_the_owner_process(tmp_path: Path) -> None:
+# file locks --------------------------------------------------------------------------------------
+def test_file_lock_is_exclusive_across_objects_and_frees_on_release(tmp_path: Path) -> None:
+    path = tmp_path / "locks" / "x.lock"
+    assert not is_locked_by_other(path), "a missing lock file is not locked"
+    assert not path.exists(), "probing must not create the file"
+    a, b = FileLock(path), FileLock(path)
+    assert a.acquire(note="pid 1 on here")
+    assert a.acquire(), "re-acquiring a held lock is a no-op"
+    assert not b.acquire()
+    assert is_locked_by_other(path)
+    assert read_holder(path) == "pid 1 on here"
+    a.release()
+    assert not is_locked_by_other(path) and read_holder(path) == ""
+    assert b.acquire()
+    b.release()
+
+
+def test_file_lock_held_by_a_subprocess_dies_with_it(tmp_path: Path) -> None:
+    path = tmp_path / "x.lock"
+    with _holder(f"from pathlib import Path\nfrom rsi.store.locks import FileLock\n"
+                 f"lock = FileLock(Path({str(path)!r}))\nassert lock.acquire()\n") as p:
+        assert is_locked_by_other(path)
+        assert not FileLock(path).acquire()
+        assert f"pid {p.pid}" in read_holder(path)
+        _kill9(p)
+    assert not is_locked_by_other(path), "kill -9 must free the lock"
+    assert FileLock(path).acquire()
+
+
+# job ownership -----------------------------------------------------------------------------------
+def test_live_job_ids_follow_the_job_lock_not_the_pid(tmp_path: Path) -> None:
     store = _store(tmp_path)
-    for j in ("alive", "dead", "elsewhere", "finished"):
+    for j in ("alive", "dead", "finished"):
         _job(store, j, n=1)
-    store.claim_job("alive")  # this process
-    with store.session() as s:
-        dead = s.get(JobRow, "dead")
-        dead.owner_pid = _dead_pid()
-        s.add(dead)
-        other = s.get(JobRow, "elsewhere")
-        other.owner_host = "some-other-host.invalid"
-        other.owner_pid = 1
-        s.add(other)
-        s.commit()
+    store.claim_job("alive")
+    store.claim_job("finished")
     store.finish_job("finished", "done")
-    live = store.live_job_ids()
-    assert "alive" in live and store.get_job("alive").owner_pid == os.getpid()
-    assert "dead" not in live, "a job whose owner pid is gone must be resumable"
-    assert "elsewhere" in live, "a job owned on another host cannot be judged dead from here"
-    assert "finished" not in live
+    with store.session() as s:  # a row left running with a pid that is alive but is not the owner
+        dead = s.get(JobRow, "dead")
+        assert dead is not None
+        dead.owner_pid = os.getpid()
+        s.add(dead)
+        s.commit()
+    assert store.live_job_ids() == {"alive"}
+    assert store.get_job("alive").owner_pid == os.getpid()
+    other = _store(tmp_path)
+    assert other.live_job_ids() == {"alive"}, "another Store sees the lock"
+    store.close()
+    assert other.live_job_ids() == set(), "a closed store's jobs are resumable"
+
+
+def test_claim_job_refuses_a_job_claimed_by_another_store(tmp_path: Path) -> None:
+    a, b = _store(tmp_path), _store(tmp_path)
+    _job(a, "j", n=1)
+    a.claim_job("j")
+    a.claim_job("j")  # its own claim again: fine
+    with pytest.raises(ConfigError, match="job j is still running .*pid"):
+        b.claim_job("j")
+    a.mark_job_interrupted("j", "budget spent")
+    job = b.get_job("j")
+    assert (job.status, job.interrupted_reason) == ("interrupted", "budget spent")
+    b.claim_job("j")
+    assert b.get_job("j").interrupted_reason is None and b.live_job_ids() == {"j"}
+    with pytest.raises(ConfigError, match="still running"):
+        a.claim_job("j")
+
+
+def test_a_job_claimed_by_a_killed_subprocess_is_not_live(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    _job(store, "j", n=1)
+    code = f"from rsi.store.repo import Store\ns = Store({_url(tmp_path)!r})\ns.claim_job('j')\n"
+    with _holder(code) as p:
+        assert store.live_job_ids() == {"j"}
+        with pytest.raises(ConfigError, match="still running"):
+            store.claim_job("j")
+        _kill9(p)
+    assert store.get_job("j").status == "running", "the killed process left the row running"
+    assert store.live_job_ids() == set()
+    store.claim_job("j")
+    assert store.live_job_ids() == {"j"}
+
+
+# the driver lock ---------------------------------------------------------------------------------
+def test_second_driver_on_one_sqlite_file_is_refused(tmp_path: Path) -> None:
+    a, b = _store(tmp_path), _store(tmp_path)
+    a.acquire_driver()
+    a.acquire_driver()  # idempotent
+    with pytest.raises(ConfigError) as e:
+        b.acquire_driver()
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"another rsi driver is writing {tmp_path / 'db' / 'rsi.db'} (pid ")
+    assert "RSI_DATABASE_URL" in msg and "PostgreSQL" in msg
+    b.live_job_ids()  # reading needs no driver lock
+    a.close()
+    b.acquire_driver()
+    b.close()
+
+
+def test_driver_lock_held_by_a_subprocess(tmp_path: Path) -> None:
+    _store(tmp_path).close()
+    code = f"from rsi.store.repo import Store\ns = Store({_url(tmp_path)!r})\ns.acquire_driver()\n"
+    store = _store(tmp_path)
+    with _holder(code) as p:
+        with pytest.raises(ConfigError, match=f"another rsi driver .*pid {p.pid}"):
+            store.acquire_driver()
+        _kill9(p)
+    store.acquire_driver()
+    store.close()
+
+
+def test_driver_lock_is_a_no_op_without_a_sqlite_file() -> None:
+    a, b = Store("sqlite://"), Store("sqlite://")
+    assert a.driver_lock_path is None
+    a.acquire_driver()
+    b.acquire_driver()
+    a.close()
+    b.close()
