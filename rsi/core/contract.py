@@ -10,16 +10,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-DEFAULT_PROTECTED_PATHS = [
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/usr/bin",
-    "/usr/sbin",
-    "/usr/lib",
-    "/tests",
-    "/logs/verifier",
-]
+# Where an agent may write without voiding a pass (an allow-list; the task's workdir is added).
+DEFAULT_WRITABLE_ROOTS = ["/app", "/tmp", "/var/tmp", "/root", "/home", "/dev/shm"]
+# Paths no change may touch, even under a writable root.
+DEFAULT_PROTECTED_PATHS = ["/tests", "/logs/verifier"]
 
 
 class _Strict(BaseModel):
@@ -54,15 +48,26 @@ class Limits(_Strict):
     sandbox: SandboxLimits = Field(default_factory=SandboxLimits)
 
 
+Integrity = Literal["declared_outputs", "snapshot", "shared"]
+
+
 class Grading(_Strict):
     reward_files: list[str] = Field(default_factory=lambda: ["reward.txt", "reward.json"])
     reward_key: str = "reward"
+    reward_range: tuple[float, float] = (0.0, 1.0)
     pass_threshold: float = 1.0
+    # separate: the verifier runs in a fresh container (level 1 or 2); same: in the agent's (level 3)
     verifier_mode: Literal["separate", "same"] = "separate"
+    writable_roots: list[str] = Field(default_factory=lambda: list(DEFAULT_WRITABLE_ROOTS))
     protected_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_PATHS))
-    # Paths matching these never count as tampering (byte-code caches and the like).
-    tamper_ignore: list[str] = Field(default_factory=lambda: ["*/__pycache__", "*/__pycache__/*", "*.pyc"])
+    # Changes matching these skip the shadowing checks; they apply only under writable roots.
+    tamper_ignore: list[str] = Field(default_factory=lambda: ["*/__pycache__", "*/__pycache__/*"])
     infra_retries: int = Field(default=2, ge=0)
+    # Which integrity levels may feed training data and promotion gates.
+    training_integrity: list[Integrity] = Field(default_factory=lambda: ["declared_outputs", "snapshot"])
+    promotion_integrity: list[Integrity] = Field(default_factory=lambda: ["declared_outputs", "snapshot"])
+    # Consecutive endpoint or daemon failures after which a job stops as `interrupted`.
+    infra_circuit_breaker: int = Field(default=3, ge=1)
 
 
 class TrajectorySpec(_Strict):

@@ -52,6 +52,9 @@ class AgentSection(_Loose):
 class VerifierSection(_Loose):
     timeout_sec: float = Field(default=120.0, gt=0)
     env: dict[str, str] = Field(default_factory=dict)
+    # The paths the verifier reads (rsi's field). When set, the verifier starts from the pristine
+    # image with only these paths copied in from the agent's container (integrity level 1).
+    reads: list[str] | None = None
 
 
 class EnvironmentSection(_Loose):
@@ -62,8 +65,11 @@ class EnvironmentSection(_Loose):
     pids: int = Field(default=256, gt=0)
     network_mode: NetworkMode = "none"
     workdir: str = "/app"
-    # Paths whose change by the agent voids a pass. `protected_paths` replaces the contract's
-    # list; `protected_paths_add` / `protected_paths_remove` narrow or widen it.
+    # Roots added to the contract's writable allow-list, for work that must install system-wide;
+    # a trial graded under a widened policy says so in its result.
+    writable_roots_add: list[str] = Field(default_factory=list)
+    # Paths no change may touch even under a writable root. `protected_paths` replaces the
+    # contract's list; `protected_paths_add` / `protected_paths_remove` adjust it.
     protected_paths: list[str] | None = None
     protected_paths_add: list[str] = Field(default_factory=list)
     protected_paths_remove: list[str] = Field(default_factory=list)

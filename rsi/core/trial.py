@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from rsi.core.contract import Integrity
+
 
 class ErrorType(StrEnum):
     ENVIRONMENT_BUILD_FAILED = "environment_build_failed"
@@ -22,10 +24,11 @@ class ErrorType(StrEnum):
     CANCELLED = "cancelled"
     # test.sh exited non-zero while the reward said pass: never a pass (the reward is not trusted).
     VERIFIER_ERROR = "verifier_error"
-    # The agent's own commands wrecked its container (killed PID 1, ran it out of memory or pids):
+    # The agent's own commands wrecked its container (killed its PID 1, ran it out of memory or pids,
+    # made the daemon refuse a write):
     # an outcome of the agent, not infra, and never retried.
     AGENT_OUT_OF_MEMORY = "agent_out_of_memory"
-    SANDBOX_KILLED_BY_AGENT = "sandbox_killed_by_agent"
+    AGENT_BROKE_SANDBOX = "agent_broke_sandbox"
 
 
 Blame = Literal["task", "infra", "model", "config", "agent"]
@@ -45,7 +48,7 @@ BLAME: dict[ErrorType, Blame] = {
     ErrorType.CANCELLED: "infra",
     ErrorType.VERIFIER_ERROR: "task",
     ErrorType.AGENT_OUT_OF_MEMORY: "model",
-    ErrorType.SANDBOX_KILLED_BY_AGENT: "model",
+    ErrorType.AGENT_BROKE_SANDBOX: "model",
 }
 
 # Error types under which a trial never passes, whatever the reward says.
@@ -58,11 +61,10 @@ NEVER_PASS = {
     ErrorType.MODEL_UNAVAILABLE,
     ErrorType.SANDBOX_ERROR,
     ErrorType.AGENT_OUT_OF_MEMORY,
-    ErrorType.SANDBOX_KILLED_BY_AGENT,
+    ErrorType.AGENT_BROKE_SANDBOX,
 }
 
-# How strongly a verdict is isolated from what the agent did (DESIGN §5), strongest first.
-Integrity = Literal["declared_outputs", "snapshot", "shared"]
+
 
 # Error types that are retried (with backoff) before the trial is recorded.
 RETRYABLE = {ErrorType.SANDBOX_ERROR}

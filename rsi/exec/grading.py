@@ -1,12 +1,32 @@
-"""Reward parsing and tamper detection: the rules that decide a verdict, kept small and pure."""
+"""The rules that decide a verdict, kept small and pure: rewards, grading policy, tamper findings.
+
+Grading fails closed (DESIGN §5). A task that declares the paths its verifier reads
+(`[verifier] reads`) is graded at level 1: the verifier starts from the pristine image with only
+those paths copied in. Otherwise level 2: the agent's container is frozen, every changed path
+must lie under the contract's writable roots (an allow-list a task may widen), and the verifier
+starts from a snapshot. In both, a new file that would shadow a standard-library module or an
+executable on the image's PATH voids the pass, and no ignore pattern applies outside the
+writable roots.
+"""
 
 from __future__ import annotations
 
 import fnmatch
 import json
 import math
+import posixpath
+import sys
+from dataclasses import dataclass, field
 
-from rsi.core.trial import ErrorType
+from rsi.core.contract import Contract
+from rsi.core.errors import InputError
+from rsi.core.task import Task
+from rsi.core.trial import ErrorType, Integrity
+
+# Modules a verifier might import, by top-level name. Interpreter-startup hooks are included:
+# `sitecustomize` in a directory on sys.path runs before any test code.
+STDLIB_MODULES: frozenset[str] = frozenset(sys.stdlib_module_names) | {"sitecustomize", "usercustomize"}
+_NOT_IMPORTED = {"antigravity", "this", "idlelib", "turtledemo", "test"}
 
 
 class RewardError(Exception):
@@ -15,16 +35,25 @@ class RewardError(Exception):
         self.error_type = error_type
 
 
-def parse_reward(files: dict[str, bytes | None], reward_key: str) -> tuple[float, dict[str, float]]:
-    """Read the reward from `reward.txt` (a number) or `reward.json` (a metric map).
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
-    Raises RewardError(REWARD_MISSING) when neither exists and RewardError(REWARD_INVALID) when
-    the content is not a finite number / numeric map. Never defaults to a pass.
+
+def parse_reward(
+    files: dict[str, bytes | None], reward_key: str, reward_range: tuple[float, float] = (0.0, 1.0)
+) -> tuple[float, dict[str, float]]:
+    """The reward from `reward.txt` (one number) or `reward.json` (a metric map with `reward_key`).
+
+    Raises RewardError(REWARD_MISSING) when neither exists and RewardError(REWARD_INVALID) for
+    anything else than a finite number in `reward_range`: a map without the key never falls
+    back to a mean of its metrics. If both files exist they must agree.
     """
-    txt = files.get("reward.txt")
-    js = files.get("reward.json")
+    txt, js = files.get("reward.txt"), files.get("reward.json")
     if txt is None and js is None:
         raise RewardError(ErrorType.REWARD_MISSING, "the verifier wrote no reward.txt or reward.json")
+    lo, hi = reward_range
+    value: float | None = None
+    metrics: dict[str, float] = {}
     if txt is not None:
         raw = txt.decode("utf-8", errors="replace").strip()
         try:
@@ -33,42 +62,153 @@ def parse_reward(files: dict[str, bytes | None], reward_key: str) -> tuple[float
             raise RewardError(ErrorType.REWARD_INVALID, f"reward.txt is not a number: {raw[:80]!r}") from None
         if not math.isfinite(value):
             raise RewardError(ErrorType.REWARD_INVALID, f"reward.txt is not finite: {raw[:80]!r}")
-        return value, {reward_key: value}
-    assert js is not None
-    try:
-        data = json.loads(js)
-    except ValueError:
-        raise RewardError(ErrorType.REWARD_INVALID, "reward.json is not valid JSON") from None
-    if isinstance(data, int | float) and not isinstance(data, bool):
-        data = {reward_key: data}
-    if not isinstance(data, dict) or not data:
-        raise RewardError(ErrorType.REWARD_INVALID, "reward.json must be a number or a non-empty map")
-    metrics: dict[str, float] = {}
-    for k, v in data.items():
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise RewardError(ErrorType.REWARD_INVALID, f"reward.json: '{k}' is not a finite number")
-        metrics[str(k)] = float(v)
-    value = metrics[reward_key] if reward_key in metrics else sum(metrics.values()) / len(metrics)
+        metrics = {reward_key: value}
+    if js is not None:
+        try:
+            data = json.loads(js)
+        except ValueError:
+            raise RewardError(ErrorType.REWARD_INVALID, "reward.json is not valid JSON") from None
+        if not isinstance(data, dict):
+            raise RewardError(ErrorType.REWARD_INVALID, f"reward.json must be a map holding '{reward_key}'")
+        for k, v in data.items():
+            if not _finite(v):
+                raise RewardError(ErrorType.REWARD_INVALID, f"reward.json: '{k}' is not a finite number")
+        if reward_key not in data:
+            raise RewardError(ErrorType.REWARD_INVALID, f"reward.json has no '{reward_key}' key")
+        from_json = float(data[reward_key])
+        if value is not None and from_json != value:
+            raise RewardError(
+                ErrorType.REWARD_INVALID, f"reward.txt says {value:g} but reward.json says {from_json:g}"
+            )
+        value = from_json
+        metrics = {str(k): float(v) for k, v in data.items()}
+    assert value is not None
+    if not lo <= value <= hi:
+        raise RewardError(ErrorType.REWARD_INVALID, f"reward {value:g} is outside the declared range [{lo:g}, {hi:g}]")
     return value, metrics
 
 
-def _under(path: str, root: str) -> bool:
+def under(path: str, root: str) -> bool:
     root = root.rstrip("/") or "/"
-    return path == root or path.startswith(root + "/")
+    return root == "/" or path == root or path.startswith(root + "/")
 
 
-def tampered_paths(changed: list[str], protected: list[str], ignore: list[str]) -> list[str]:
-    """Changed paths that fall under a protected path and match no ignore pattern.
+@dataclass(frozen=True)
+class GradingPolicy:
+    """How one task's trials are graded under a contract."""
 
-    A directory shows as changed when anything below it changes, so only leaves count: an
-    entry that is an ancestor of another changed entry is judged through its children.
-    """
-    paths = sorted(set(changed))
-    leaves = [p for i, p in enumerate(paths) if not (i + 1 < len(paths) and _under(paths[i + 1], p))]
+    integrity: Integrity
+    writable_roots: tuple[str, ...]
+    protected: tuple[str, ...]
+    reads: tuple[str, ...] = ()
+    widened: tuple[str, ...] = ()  # roots the task added to the contract's allow-list
+    workdir: str = "/app"
+    ignore: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _absolute(paths: list[str], file: str, fld: str) -> list[str]:
     out = []
-    for p in leaves:
-        if any(fnmatch.fnmatch(p, pat) for pat in ignore):
+    for i, p in enumerate(paths):
+        norm = posixpath.normpath(p)
+        if not p.startswith("/") or norm in ("/", "//"):
+            raise InputError(file, f"{fld}[{i}]", f"'{p}' must be an absolute path below /")
+        out.append(norm)
+    return out
+
+
+def grading_policy(task: Task, contract: Contract) -> GradingPolicy:
+    """The task's policy; InputError (task.toml + field) if it declares reads the agent may not write."""
+    g, spec = contract.grading, task.spec
+    file = f"{task.path}/task.toml"
+    env = spec.environment
+    workdir = posixpath.normpath(env.workdir)
+    widened = tuple(p for p in _absolute(env.writable_roots_add, file, "environment.writable_roots_add")
+                    if not any(under(p, r) for r in g.writable_roots))
+    roots = (*g.writable_roots, workdir, *widened)
+    protected = tuple(spec.protected_paths(g.protected_paths))
+    if g.verifier_mode == "same":
+        integrity: Integrity = "shared"
+    elif spec.verifier.reads is not None:
+        integrity = "declared_outputs"
+    else:
+        integrity = "snapshot"
+    reads = tuple(_absolute(list(spec.verifier.reads or []), file, "verifier.reads"))
+    for i, p in enumerate(reads):
+        if not any(under(p, r) for r in roots) or any(under(p, pr) for pr in protected):
+            raise InputError(
+                file, f"verifier.reads[{i}]",
+                f"'{p}' is not under a writable root ({', '.join(roots)}): the agent could plant it",
+            )
+    return GradingPolicy(
+        integrity=integrity, writable_roots=roots, protected=protected, reads=reads, widened=widened,
+        workdir=workdir, ignore=tuple(g.tamper_ignore),
+    )
+
+
+def leaves(changed: list[str]) -> list[str]:
+    """Changed paths that are not an ancestor of another changed path (a directory shows as
+    changed when anything below it does; it is judged through its children)."""
+    paths = set(changed)
+    ancestors: set[str] = set()
+    for p in paths:
+        parent = posixpath.dirname(p)
+        while parent not in ancestors and parent not in ("", "/"):
+            ancestors.add(parent)
+            parent = posixpath.dirname(parent)
+    return sorted(p for p in paths if p not in ancestors)
+
+
+def _module_name(basename: str) -> str | None:
+    if basename.endswith((".py", ".pyc")):
+        return basename.rsplit(".", 1)[0]
+    if basename.endswith(".so"):
+        return basename.split(".", 1)[0]
+    return basename if "." not in basename else None
+
+
+def tamper_findings(
+    changed: list[str],
+    policy: GradingPolicy,
+    *,
+    path_dirs: list[str] | tuple[str, ...] = (),
+    exempt: list[str] | tuple[str, ...] = (),
+    stdlib: frozenset[str] = STDLIB_MODULES,
+) -> list[tuple[str, str]]:
+    """(path, reason) for each changed path that voids a pass under `policy`.
+
+    `path_dirs` is the image's PATH; `exempt` lists paths rsi's own agent runtime wrote (the
+    oracle's /solution). Level 1 judges only what is copied into the verifier (the declared reads);
+    levels 2 and 3 judge every change.
+    """
+    out: list[tuple[str, str]] = []
+    modules = stdlib - _NOT_IMPORTED
+    path_set = {posixpath.normpath(d) for d in path_dirs if d.startswith("/")}
+    for p in leaves(changed):
+        if any(under(p, e) for e in exempt):
             continue
-        if any(_under(p, root) for root in protected):
-            out.append(p)
-    return sorted(out)
+        if policy.integrity == "declared_outputs" and not any(under(p, r) for r in policy.reads):
+            continue
+        if any(under(p, pr) for pr in policy.protected):
+            out.append((p, "changes a protected path"))
+            continue
+        if not any(under(p, r) for r in policy.writable_roots):
+            out.append((p, "is outside the writable roots"))
+            continue
+        if any(fnmatch.fnmatch(p, pat) for pat in policy.ignore):
+            continue
+        parent, base = posixpath.split(p)
+        if parent in path_set:
+            out.append((p, f"is a new executable in {parent}, which is on the image's PATH"))
+            continue
+        # Direct children of the workdir (the verifier's cwd, sys.path[0] for `python3 -`) and of
+        # each writable root; a package directory shows as its children (json/__init__.py).
+        for root in (policy.workdir, *policy.writable_roots):
+            rel = p[len(root.rstrip("/")) + 1:] if under(p, root) and p != root else None
+            if not rel:
+                continue
+            first = rel.split("/", 1)[0]
+            name = _module_name(first) if "/" not in rel else (first if "." not in first else None)
+            if name in modules and ("/" not in rel or rel.split("/", 1)[1].startswith("__init__.")):
+                out.append((p, f"shadows the standard-library module {name}"))
+                break
+    return out

@@ -13,6 +13,7 @@ import contextlib
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,8 +25,9 @@ from rsi.core.errors import RsiError
 from rsi.core.generation import GenerationManifest
 from rsi.core.harness_config import HarnessConfig
 from rsi.core.task import Task
-from rsi.core.trial import ErrorType, Timings, TrialResult
-from rsi.exec.grading import RewardError, parse_reward, tampered_paths
+from rsi.core.trial import NEVER_PASS, ErrorType, Timings, TrialResult
+from rsi.exec.grading import RewardError, grading_policy, parse_reward, tamper_findings
+from rsi.exec.verify import VerifierRun, read_reward_files, run_shared, stage_archive, top_entry, verifier_script
 from rsi.harness.agent import Agent, AgentContext, AgentOutcome
 from rsi.sandbox.base import (
     LABEL_JOB,
@@ -33,12 +35,12 @@ from rsi.sandbox.base import (
     LABEL_TRIAL,
     BuildError,
     Sandbox,
+    SandboxBroken,
     SandboxError,
     SandboxProvider,
     SandboxSpec,
 )
 
-VERIFIER_DIR = "/logs/verifier"
 
 
 class Cancelled(RsiError):
@@ -52,6 +54,7 @@ class TrialPlan:
     task: Task
     attempt: int
     trial_dir: Path
+    prior_infra_attempts: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -121,12 +124,15 @@ def verifier_timeout(task: Task, env: TrialEnv) -> float:
 
 
 def run_trial(plan: TrialPlan, env: TrialEnv) -> TrialResult:
-    """Run one trial to a result, retrying substrate failures. Raises only `Cancelled`."""
-    retries = 0
+    """Run one trial to a result, retrying substrate failures. Raises only `Cancelled`.
+
+    Every infra attempt keeps its record (`extra["infra_attempts"]`), also when a later one succeeds.
+    """
+    attempts_log: list[dict[str, str]] = list(plan.prior_infra_attempts)
 
     def before_sleep(state: RetryCallState) -> None:
-        nonlocal retries
-        retries += 1
+        exc = state.outcome.exception() if state.outcome else None
+        attempts_log.append({"error_type": ErrorType.SANDBOX_ERROR.value, "message": str(exc)[:500]})
 
     attempts = env.contract.grading.infra_retries + 1
     try:
@@ -135,19 +141,34 @@ def run_trial(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             stop=stop_after_attempt(attempts),
             wait=wait_exponential(multiplier=env.retry_wait_initial, max=20),
             before_sleep=before_sleep,
+            sleep=_cancellable_sleep(env),
             reraise=True,
         ):
             with attempt:
                 if env.cancel.is_set():
                     raise Cancelled("job cancelled")
                 result = _run_once(plan, env)
-                result.infra_retries = retries
+                result.infra_retries = len(attempts_log) - len(plan.prior_infra_attempts)
+                result.extra["infra_attempts"] = attempts_log
                 return result
     except SandboxError as e:
         if env.cancel.is_set():
             raise Cancelled("job cancelled") from None
-        return _result(plan, env, error_type=ErrorType.SANDBOX_ERROR, error_message=str(e), infra_retries=retries)
+        r = _result(plan, env, error_type=ErrorType.SANDBOX_ERROR, error_message=str(e),
+                    infra_retries=len(attempts_log) - len(plan.prior_infra_attempts))
+        r.extra["infra_attempts"] = attempts_log
+        return r
     raise AssertionError("unreachable")
+
+
+def _cancellable_sleep(env: TrialEnv) -> Callable[[float], None]:
+    """Back-off sleeps that end at once when the job is cancelled (Ctrl-C within seconds)."""
+
+    def sleep(seconds: float) -> None:
+        if env.cancel.wait(seconds):
+            raise Cancelled("job cancelled")
+
+    return sleep
 
 
 def _result(plan: TrialPlan, env: TrialEnv, **kw: object) -> TrialResult:
@@ -173,6 +194,7 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
     t0 = time.monotonic()
     boxes: list[Sandbox] = []
     snapshot: str | None = None
+    policy = grading_policy(task, contract)
     try:
         try:
             image = env.provider.ensure_image(
@@ -185,7 +207,7 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             (plan.trial_dir / "build.log").write_text(e.log or str(e))
             timings.build = timings.total = time.monotonic() - t0
             r = _result(plan, env, error_type=ErrorType.ENVIRONMENT_BUILD_FAILED, error_message=str(e),
-                        timings=timings)
+                        timings=timings, integrity=policy.integrity)
             _write_result(plan, r)
             return r
         timings.build = time.monotonic() - t0
@@ -214,60 +236,82 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             harness_config=env.harness_config,
             model_endpoint=env.model_endpoint,
         )
-        outcome: AgentOutcome = env.agent.run(box, ctx)
+        try:
+            outcome: AgentOutcome = env.agent.run(box, ctx)
+        except SandboxBroken as e:
+            if env.cancel.is_set():
+                raise Cancelled("job cancelled") from None
+            timings.agent = time.monotonic() - t
+            timings.total = time.monotonic() - t0
+            r = _result(plan, env, error_type=e.error_type, error_message=str(e), timings=timings,
+                        integrity=policy.integrity)
+            _write_result(plan, r)
+            return r
         timings.agent = time.monotonic() - t
+        timings.model_queue = outcome.model_queue_sec
         if env.cancel.is_set():
             raise Cancelled("job cancelled")
 
+        # Freeze first: the changed-paths check and the snapshot see one filesystem, and nothing the
+        # agent left running can act after the check.
         t = time.monotonic()
+        if policy.integrity != "shared":
+            box.freeze()
         changed = box.changed_paths()
-        protected = task.spec.protected_paths(contract.grading.protected_paths)
-        tampered = tampered_paths(changed, protected, contract.grading.tamper_ignore)
-        if contract.grading.verifier_mode == "separate":
-            snapshot = box.snapshot({LABEL_JOB: plan.job_id, LABEL_TRIAL: plan.trial_id, LABEL_KIND: "snapshot"})
+        path_dirs = env.provider.image_env(image.tag).get("PATH", "").split(":")
+        findings = tamper_findings(changed, policy, path_dirs=path_dirs, exempt=outcome.exempt_paths)
+        vtimeout = verifier_timeout(task, env)
+        tests_dir = Path(task.path) / "tests"
+        if policy.integrity == "shared":
+            timings.snapshot = time.monotonic() - t
+            t = time.monotonic()
+            vrun = run_shared(box, tests_dir, policy, vtimeout, task.spec.verifier.env, contract.grading.reward_files)
+        else:
+            if policy.integrity == "declared_outputs":
+                archives = {i: box.get_archive(p) for i, p in enumerate(policy.reads)}
+                reads = {i: a for i, a in archives.items() if a is not None}
+                present = {i: name for i, a in reads.items() if (name := top_entry(a)) is not None}
+                vimage = image.tag
+            else:
+                reads, present = {}, {}
+                snapshot = box.snapshot({LABEL_JOB: plan.job_id, LABEL_TRIAL: plan.trial_id, LABEL_KIND: "snapshot"})
+                vimage = snapshot
             box.stop()
             env.untrack(box)
-            vbox = env.provider.start(sandbox_spec(task, env, snapshot, "verifier", plan))
+            vspec = sandbox_spec(task, env, vimage, "verifier", plan)
+            vspec.env = dict(task.spec.verifier.env)
+            vspec.command = verifier_script(policy, present)
+            vspec.staged = stage_archive(tests_dir, reads)
+            timings.snapshot = time.monotonic() - t
+            t = time.monotonic()
+            vbox = env.provider.start(vspec)
             boxes.append(vbox)
             env.track(vbox)
-        else:
-            vbox = box
-        timings.snapshot = time.monotonic() - t
-
-        t = time.monotonic()
-        reward, rewards, v_error, v_message = _verify(vbox, plan, env)
+            res = vbox.wait(vtimeout)
+            vrun = VerifierRun(res, read_reward_files(vbox, contract.grading.reward_files))
         timings.verify = time.monotonic() - t
         timings.total = time.monotonic() - t0
-
-        error_type, message = v_error, v_message
-        if error_type is None and tampered:
-            error_type = ErrorType.TAMPER_DETECTED
-            message = "the agent changed protected paths: " + ", ".join(tampered[:10])
-        if error_type is None and outcome.error_type is not None:
-            error_type, message = outcome.error_type, outcome.error_message
-        if error_type is None and outcome.timed_out:
-            error_type, message = ErrorType.AGENT_TIMEOUT, f"agent exceeded {ctx.agent_timeout_sec:g}s"
-        passed = (
-            reward is not None
-            and reward >= contract.grading.pass_threshold
-            and error_type not in {ErrorType.TAMPER_DETECTED, ErrorType.REWARD_INVALID, ErrorType.REWARD_MISSING,
-                                   ErrorType.VERIFIER_TIMEOUT, ErrorType.MODEL_UNAVAILABLE}
-        )
+        _save_verifier_output(plan, vrun)
+        verdict = judge(vrun, findings, outcome, contract, vtimeout, ctx.agent_timeout_sec)
         r = _result(
             plan,
             env,
-            reward=reward,
-            rewards=rewards,
-            passed=passed,
-            error_type=error_type,
-            error_message=message,
-            tampered_paths=tampered,
+            reward=verdict.reward,
+            rewards=verdict.rewards,
+            passed=verdict.passed,
+            error_type=verdict.error_type,
+            error_message=verdict.message,
+            tampered_paths=[p for p, _ in findings],
+            tamper_reasons=[f"{p} {why}" for p, why in findings],
             changed_paths=changed[:500],
+            integrity=policy.integrity,
+            widened_roots=list(policy.widened),
+            verifier_exit_code=None if vrun.result.timed_out else vrun.result.exit_code,
             timings=timings,
             usage=outcome.usage,
             harness_config_digest=outcome.harness_config_digest,
             model_name=outcome.model_name,
-            extra={"turns": outcome.turns},
+            turns=outcome.turns,
         )
         _write_result(plan, r)
         return r
@@ -282,35 +326,66 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
                 env.provider.remove_image(snapshot)
 
 
-def _verify(
-    vbox: Sandbox, plan: TrialPlan, env: TrialEnv
-) -> tuple[float | None, dict[str, float], ErrorType | None, str | None]:
-    task, grading = plan.task, env.contract.grading
-    root = "${SANDBOX_ROOT:-}"  # empty in a container; see sandbox/base.py
-    wipe = vbox.exec(
-        f'rm -rf "{root}/tests" "{root}{VERIFIER_DIR}" && mkdir -p "{root}{VERIFIER_DIR}" "{root}/tests"', timeout=60
-    )
-    if not wipe.ok:
-        raise SandboxError(f"could not prepare the verifier sandbox: {wipe.stderr.strip()[:200]}")
-    vbox.put_dir(Path(task.path) / "tests", "/tests")
-    timeout = verifier_timeout(task, env)
-    res = vbox.exec(f'bash "{root}/tests/test.sh"', timeout=timeout, workdir=task.spec.environment.workdir,
-                    env=task.spec.verifier.env or None)
+def _save_verifier_output(plan: TrialPlan, vrun: VerifierRun) -> None:
     vdir = plan.trial_dir / "verifier"
     vdir.mkdir(exist_ok=True)
-    (vdir / "test-stdout.txt").write_text(res.stdout)
-    (vdir / "test-stderr.txt").write_text(res.stderr)
-    files = {name: vbox.get_file(f"{VERIFIER_DIR}/{name}") for name in grading.reward_files}
-    for name, data in files.items():
+    (vdir / "test-stdout.txt").write_text(vrun.result.stdout)
+    (vdir / "test-stderr.txt").write_text(vrun.result.stderr)
+    for name, data in vrun.files.items():
         if data is not None:
             (vdir / name).write_bytes(data)
+
+
+@dataclass
+class Verdict:
+    reward: float | None
+    rewards: dict[str, float]
+    passed: bool
+    error_type: ErrorType | None
+    message: str | None
+
+
+def judge(
+    vrun: VerifierRun,
+    findings: list[tuple[str, str]],
+    outcome: AgentOutcome,
+    contract: Contract,
+    verifier_timeout_sec: float,
+    agent_timeout_sec: float,
+) -> Verdict:
+    """The verdict, failing closed: a tamper outranks every verifier error, a verifier error every
+    agent error; a non-zero exit of test.sh is never a pass, whatever the reward says."""
+    g = contract.grading
+    reward: float | None = None
+    rewards: dict[str, float] = {}
+    error: ErrorType | None = None
+    message: str | None = None
+    res = vrun.result
     if res.timed_out:
-        return None, {}, ErrorType.VERIFIER_TIMEOUT, f"tests/test.sh exceeded {timeout:g}s"
-    try:
-        reward, rewards = parse_reward(files, grading.reward_key)
-    except RewardError as e:
-        return None, {}, e.error_type, str(e)
-    return reward, rewards, None, None
+        error, message = ErrorType.VERIFIER_TIMEOUT, f"tests/test.sh exceeded {verifier_timeout_sec:g}s"
+    else:
+        try:
+            reward, rewards = parse_reward(vrun.files, g.reward_key, g.reward_range)
+        except RewardError as e:
+            error, message = e.error_type, str(e)
+        if error is None and res.exit_code != 0 and reward is not None and reward >= g.pass_threshold:
+            error = ErrorType.VERIFIER_ERROR
+            message = f"tests/test.sh exited {res.exit_code} although its reward says {reward:g}; not a pass"
+    if findings:
+        error = ErrorType.TAMPER_DETECTED
+        message = "the agent changed paths that void a pass: " + "; ".join(f"{p} {why}" for p, why in findings[:10])
+    if error is None and outcome.error_type is not None:
+        error, message = outcome.error_type, outcome.error_message
+    if error is None and outcome.timed_out:
+        error, message = ErrorType.AGENT_TIMEOUT, f"agent exceeded {agent_timeout_sec:g}s"
+    passed = (
+        reward is not None
+        and reward >= g.pass_threshold
+        and res.exit_code == 0
+        and not res.timed_out
+        and error not in NEVER_PASS
+    )
+    return Verdict(reward, rewards, passed, error, message)
 
 
 def _write_result(plan: TrialPlan, r: TrialResult) -> None:

@@ -48,6 +48,10 @@ class AgentOutcome:
     model_name: str | None = None
     harness_config_digest: str | None = None
     turns: int = 0
+    # Seconds spent queued for the model server (not charged against the agent's time limit).
+    model_queue_sec: float = 0.0
+    # Paths rsi's own agent runtime wrote (the oracle's /solution): exempt from the tamper check.
+    exempt_paths: list[str] = field(default_factory=list)
 
 
 class Agent(Protocol):

@@ -70,6 +70,7 @@ class OracleAgent:
             ],
         )
         out = _write(rec, ctx, "agent_timeout" if res.timed_out else "done")
+        out.exempt_paths = [SOLUTION_DIR]
         out.timed_out = res.timed_out
         out.turns = 1
         return out

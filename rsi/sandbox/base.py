@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from rsi.core.errors import InfraError, RsiError
+from rsi.core.trial import ErrorType
 
 LABEL_JOB = "rsi.job"
 LABEL_TRIAL = "rsi.trial"
@@ -20,6 +21,15 @@ LABEL_KIND = "rsi.kind"  # "trial" | "verifier" | "snapshot" | "env"
 
 class SandboxError(InfraError):
     """The sandbox substrate failed (daemon hiccup, container vanished). Retried; blamed on infra."""
+
+
+class SandboxBroken(RsiError):
+    """The agent's own commands wrecked its sandbox (killed its PID 1, exhausted memory or pids, made
+    the daemon refuse a write). An outcome of the agent with its own error type: not infra, not retried."""
+
+    def __init__(self, error_type: ErrorType, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
 
 
 class BuildError(RsiError):
@@ -63,6 +73,11 @@ class SandboxSpec:
     workdir: str = "/app"
     labels: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    # A bash script run as the sandbox's main process instead of idling: the sandbox lives exactly as
+    # long as it does, and whatever it leaves running dies with it (the verifier runs this way).
+    command: str | None = None
+    # A tar archive extracted at / before anything starts (files staged for `command`).
+    staged: bytes | None = None
 
 
 @dataclass
@@ -110,8 +125,22 @@ class Sandbox(Protocol):
         """Copy directory `src` out to host `dest`; False if it does not exist."""
         ...
 
+    def get_archive(self, path: str) -> bytes | None:
+        """A tar of `path` (file or directory; the top entry is its basename), None if absent."""
+        ...
+
     def changed_paths(self) -> list[str]:
         """Absolute paths added, changed or deleted since the sandbox started (like `docker diff`)."""
+        ...
+
+    def freeze(self) -> None:
+        """Stop every process in the sandbox; its filesystem stays readable (changed_paths,
+        get_file, get_archive, snapshot). Commands can no longer run. Idempotent."""
+        ...
+
+    def wait(self, timeout: float) -> ExecResult:
+        """For a sandbox started with `spec.command`: wait for it to exit (killed after `timeout`),
+        then return its exit code and output. Every process it left behind is gone by then."""
         ...
 
     def snapshot(self, labels: dict[str, str]) -> str:
@@ -132,6 +161,10 @@ class SandboxProvider(Protocol):
 
     def image_id(self, tag: str) -> str | None:
         """The id of a local image (part of environment digests), or None if it is absent."""
+        ...
+
+    def image_env(self, tag: str) -> dict[str, str]:
+        """The environment an image declares (its own PATH): what the verifier runs with."""
         ...
 
     def ensure_image(

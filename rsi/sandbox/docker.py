@@ -17,7 +17,9 @@ from typing import Any
 
 import docker
 import docker.errors
+import requests
 
+from rsi.core.trial import ErrorType
 from rsi.sandbox.base import (
     LABEL_JOB,
     LABEL_KIND,
@@ -25,6 +27,7 @@ from rsi.sandbox.base import (
     ExecResult,
     GcReport,
     ImageRef,
+    SandboxBroken,
     SandboxError,
     SandboxSpec,
 )
@@ -69,6 +72,7 @@ class DockerSandbox:
         self.workdir = workdir
         self._output_cap = output_cap
         self._stopped = False
+        self._frozen = False
 
     def __repr__(self) -> str:
         return f"DockerSandbox({self.id[:12]})"
@@ -89,20 +93,26 @@ class DockerSandbox:
         secs = "" if timeout is None else f"{max(timeout, 0.001):.3f}"
         argv = ["bash", "-c", EXEC_WRAPPER, "rsi-exec", cmd, secs, marker.decode()]
         start = time.monotonic()
-        created = self._call(
-            "exec",
-            self._api.exec_create,
-            self.id,
-            argv,
-            stdout=True,
-            stderr=True,
-            workdir=workdir or self.workdir,
-            environment=[f"{k}={v}" for k, v in (env or {}).items()] or None,
-        )
-        assert created is not None
-        exec_id = created["Id"]
-        # Not retried: a second start could run the command twice.
-        sock = self._call("exec", self._api.exec_start, exec_id, socket=True, retry=False)
+        if self._frozen:
+            raise SandboxError(f"exec: sandbox {self.id[:12]} is frozen")
+        try:
+            created = self._call(
+                "exec",
+                self._api.exec_create,
+                self.id,
+                argv,
+                stdout=True,
+                stderr=True,
+                workdir=workdir or self.workdir,
+                environment=[f"{k}={v}" for k, v in (env or {}).items()] or None,
+            )
+            assert created is not None
+            exec_id = created["Id"]
+            # Not retried: a second start could run the command twice.
+            sock = self._call("exec", self._api.exec_start, exec_id, socket=True, retry=False)
+        except SandboxError as e:
+            self._raise_if_broken(e)
+            raise
         stream = ExecStream(sock, marker, self._output_cap)
         deadline = None if timeout is None else start + timeout + KILL_AFTER_S + HOST_GRACE_S
         try:
@@ -117,6 +127,8 @@ class DockerSandbox:
             code = info.get("ExitCode")
             if code is None or info.get("Running"):
                 code = 137 if stream.deadline_hit else -1
+            if not self._stopped and not self._frozen:
+                self._raise_if_broken(None)
         timed_out = stream.deadline_hit or (
             timeout is not None and code in (124, 137) and duration >= timeout * 0.95
         )
@@ -132,12 +144,33 @@ class DockerSandbox:
 
     def put_file(self, dest: str, data: bytes, mode: int = 0o644) -> None:
         dest = self._abs(dest)
-        self._call("put_file", self._api.put_archive, self.id, "/", tar_one_file(dest, data, mode))
+        self._put("put_file", dest, tar_one_file(dest, data, mode))
 
     def put_dir(self, src: Path, dest: str) -> None:
         dest = self._abs(dest)
         with tar_dir(Path(src), dest) as archive:
-            self._call("put_dir", self._api.put_archive, self.id, "/", archive.read())
+            self._put("put_dir", dest, archive.read())
+
+    def _put(self, what: str, dest: str, archive: bytes) -> None:
+        try:
+            self._call(what, self._api.put_archive, self.id, "/", archive)
+        except SandboxError as e:
+            self._raise_if_broken(e)
+            cause = e.__cause__
+            if isinstance(cause, docker.errors.APIError) and cause.status_code and 400 <= cause.status_code < 500:
+                # The container is fine but the daemon refuses the write (a parent the agent turned
+                # into a file, a read-only mount it made): the agent's doing, not infra.
+                raise SandboxBroken(
+                    ErrorType.AGENT_BROKE_SANDBOX, f"the daemon refused to write {dest}: {cause.explanation or cause}"
+                ) from e
+            raise
+
+    def get_archive(self, path: str) -> bytes | None:
+        got = self._get_archive("get_archive", self._abs(path).rstrip("/") or "/")
+        if got is None:
+            return None
+        with got:
+            return bytes(got.read())
 
     def get_file(self, path: str) -> bytes | None:
         path = self._abs(path)
@@ -196,6 +229,82 @@ class DockerSandbox:
             return upper_changes(upper, [p for p in lower.split(":") if p])
         except OSError:
             return None
+
+    def freeze(self) -> None:
+        """Kill every process (the init and all it reaped) and wait; the filesystem stays."""
+        if self._frozen or self._stopped:
+            return
+        call(f"freeze {self.id[:12]}", self._kill_and_wait)
+        self._frozen = True
+
+    def _kill_and_wait(self) -> None:
+        try:
+            self._api.kill(self.id)
+        except docker.errors.APIError as e:
+            if e.status_code != 409:  # 409: not running (exited on its own) - already frozen
+                raise
+        self._api.wait(self.id, timeout=30)
+
+    def wait(self, timeout: float) -> ExecResult:
+        """Wait for the main command (spec.command) to exit; kill it after `timeout`."""
+        start = time.monotonic()
+        timed_out = False
+        try:
+            res = self._api.wait(self.id, timeout=max(1, timeout))
+            code = int(res.get("StatusCode", -1))
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+            timed_out = True
+            call(f"kill {self.id[:12]}", self._kill_and_wait)
+            code = 137
+        except docker.errors.DockerException as e:
+            raise SandboxError(f"wait for {self.id[:12]}: {e}") from e
+        self._frozen = True
+        duration = time.monotonic() - start
+        stdout = self._logs(stdout=True)
+        stderr = self._logs(stdout=False)
+        return ExecResult(exit_code=code, stdout=stdout, stderr=stderr, timed_out=timed_out, duration=duration)
+
+    def _logs(self, *, stdout: bool) -> str:
+        def read() -> str:
+            kept = bytearray()
+            total = 0
+            for chunk in self._api.logs(self.id, stdout=stdout, stderr=not stdout, stream=True, follow=False):
+                total += len(chunk)
+                if len(kept) < self._output_cap:
+                    kept += chunk[: self._output_cap - len(kept)]
+            text = kept.decode("utf-8", errors="replace")
+            if total > self._output_cap:
+                text += f"\n[rsi: {total - self._output_cap} more bytes of output not kept]\n"
+            return text
+
+        return str(self._call("logs", read))
+
+    def _raise_if_broken(self, cause: SandboxError | None) -> None:
+        """If the container is no longer running and we did not stop it, the agent did: say how."""
+        if self._stopped or self._frozen:
+            return
+        try:
+            info = self._api.inspect_container(self.id)
+        except docker.errors.DockerException:
+            return  # gone or unreachable: infra, as the caller says
+        state = info.get("State") or {}
+        if state.get("Running"):
+            text = str(cause or "").lower()
+            if "resource temporarily unavailable" in text or "cannot allocate memory" in text:
+                raise SandboxBroken(
+                    ErrorType.AGENT_BROKE_SANDBOX,
+                    "the agent's processes exhausted the sandbox's pids or memory; the daemon cannot start a command",
+                ) from cause
+            return
+        self._frozen = True
+        if state.get("OOMKilled"):
+            raise SandboxBroken(
+                ErrorType.AGENT_OUT_OF_MEMORY, "the sandbox ran out of memory and its init was killed"
+            ) from cause
+        raise SandboxBroken(
+            ErrorType.AGENT_BROKE_SANDBOX,
+            f"the sandbox's init exited (code {state.get('ExitCode')}) during the agent's commands",
+        ) from cause
 
     def snapshot(self, labels: dict[str, str]) -> str:
         tag = secrets.token_hex(6)
@@ -287,6 +396,11 @@ class DockerSandboxProvider:
         info = call(f"inspect image {tag}", self.api.inspect_image, tag, missing_ok=True)
         return None if info is None else str(info["Id"])
 
+    def image_env(self, tag: str) -> dict[str, str]:
+        info = call(f"inspect image {tag}", self.api.inspect_image, tag) or {}
+        env = (info.get("Config") or {}).get("Env") or []
+        return dict(e.split("=", 1) for e in env if "=" in e)
+
     def ensure_image(
         self, env_dir: Path, env_digest: str, *, build_args: dict[str, str], timeout: float
     ) -> ImageRef:
@@ -333,7 +447,7 @@ class DockerSandboxProvider:
             f"create container from {spec.image}",
             api.create_container,
             spec.image,
-            command=["sleep", "infinity"],
+            command=["sleep", "infinity"] if spec.command is None else ["bash", "-c", spec.command],
             working_dir=spec.workdir,  # the daemon creates it when missing
             labels=dict(spec.labels),
             environment=dict(spec.env) or None,
@@ -343,6 +457,8 @@ class DockerSandboxProvider:
         assert created is not None
         container_id = str(created["Id"])
         try:
+            if spec.staged is not None:
+                call(f"stage files in {container_id[:12]}", api.put_archive, container_id, "/", spec.staged)
             call(f"start container {container_id[:12]}", api.start, container_id)
         except SandboxError:
             call("remove container", api.remove_container, container_id, force=True, missing_ok=True)

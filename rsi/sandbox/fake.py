@@ -9,15 +9,18 @@ a copy of the tree. It passes the same conformance suite as the docker provider.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import secrets
 import shutil
 import signal
 import subprocess
+import tarfile
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from rsi.sandbox.base import LABEL_JOB, ExecResult, GcReport, ImageRef, SandboxError, SandboxSpec
 
@@ -45,8 +48,26 @@ class FakeSandbox:
         self.labels = dict(spec.labels)
         self._env = dict(spec.env)
         self._stopped = False
+        self._frozen = False
+        self._main: subprocess.Popen[bytes] | None = None
+        self._main_out: tuple[Any, Any] | None = None
         self.host_path(spec.workdir).mkdir(parents=True, exist_ok=True)
         self._baseline = _listing(root)
+        if spec.staged is not None:
+            with tarfile.open(fileobj=io.BytesIO(spec.staged), mode="r:") as tar:
+                tar.extractall(root, filter="tar")
+        if spec.command is not None:
+            out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # noqa: SIM115 - closed in wait()
+            self._main_out = (out, err)
+            self._main = subprocess.Popen(
+                ["bash", "-c", spec.command],
+                cwd=root,
+                env={**os.environ, **self._env, "SANDBOX_ROOT": str(root)},
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
 
     def host_path(self, path: str) -> Path:
         """Where sandbox path `path` (absolute, or relative to the workdir) lies on the host."""
@@ -63,6 +84,8 @@ class FakeSandbox:
         env: dict[str, str] | None = None,
     ) -> ExecResult:
         self._check()
+        if self._frozen:
+            raise SandboxError(f"exec: sandbox {self.id} is frozen")
         cwd = self.host_path(workdir or self.workdir)
         full_env = {**os.environ, **self._env, **(env or {}), "SANDBOX_ROOT": str(self.root)}
         start = time.monotonic()
@@ -120,6 +143,55 @@ class FakeSandbox:
         shutil.copytree(p, dest, symlinks=True, dirs_exist_ok=True)
         return True
 
+    def get_archive(self, path: str) -> bytes | None:
+        self._check()
+        p = self.host_path(path)
+        if not (p.exists() or p.is_symlink()):
+            return None
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            tar.add(str(p), arcname=p.name)
+        return buf.getvalue()
+
+    def freeze(self) -> None:
+        if self._main is not None and self._main.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._main.pid, signal.SIGKILL)
+            self._main.wait()
+        self._frozen = True
+
+    def wait(self, timeout: float) -> ExecResult:
+        self._check()
+        if self._main is None or self._main_out is None:
+            raise SandboxError(f"sandbox {self.id} was not started with a command")
+        start = time.monotonic()
+        timed_out = False
+        try:
+            code = self._main.wait(timeout=timeout)
+            if code < 0:
+                code = 128 - code
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            code = 137
+        # Like a container's end: whatever the command left running dies with it.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._main.pid, signal.SIGKILL)
+        self._main.wait()
+        self._frozen = True
+        out, err = self._main_out
+        out.seek(0)
+        err.seek(0)
+        res = ExecResult(
+            code,
+            out.read().decode("utf-8", errors="replace"),
+            err.read().decode("utf-8", errors="replace"),
+            timed_out=timed_out,
+            duration=time.monotonic() - start,
+        )
+        out.close()
+        err.close()
+        return res
+
     def changed_paths(self) -> list[str]:
         self._check()
         now = _listing(self.root)
@@ -133,6 +205,7 @@ class FakeSandbox:
     def stop(self) -> None:
         if self._stopped:
             return
+        self.freeze()
         self._stopped = True
         shutil.rmtree(self.root, ignore_errors=True)
         self._provider._forget(self)
@@ -163,6 +236,9 @@ class FakeSandboxProvider:
     def image_id(self, tag: str) -> str | None:
         """Any image a fake task names "exists": the fake never builds FROM a base."""
         return f"fake:{tag}"
+
+    def image_env(self, tag: str) -> dict[str, str]:
+        return {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")}
 
     def ensure_image(
         self, env_dir: Path, env_digest: str, *, build_args: dict[str, str], timeout: float

@@ -1,0 +1,113 @@
+"""Running a task's verifier at the integrity level its grading policy names (DESIGN §5).
+
+Levels 1 and 2 run `tests/test.sh` as the *main process* of a fresh verifier container: when it
+exits, the container ends and the kernel kills everything it left behind, so no detached process
+can rewrite the reward afterwards; the exit code comes from the daemon, not from anything inside.
+Level 1 starts from the task's pristine image with only the declared reads copied in; level 2
+from a snapshot of the frozen agent container. Level 3 (`shared`) runs test.sh in the agent's own
+container and freezes it before the reward is read. In every level test.sh runs in the task's
+workdir with the image's environment plus `[verifier] env`.
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import shlex
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rsi.exec.grading import GradingPolicy
+from rsi.sandbox.base import ExecResult, Sandbox, SandboxError
+
+VERIFIER_DIR = "/logs/verifier"
+STAGE = ".rsi-stage"
+R = '"${SANDBOX_ROOT:-}"'  # empty in a container; the fake provider's private root otherwise
+
+
+@dataclass
+class VerifierRun:
+    result: ExecResult
+    files: dict[str, bytes | None] = field(default_factory=dict)
+
+
+def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
+
+
+def stage_archive(tests_dir: Path, reads: dict[int, bytes]) -> bytes:
+    """One tar for `/`: the task's tests under .rsi-stage/tests and each declared read `i` (a
+    docker-cp style archive whose top entry is the path's basename) under .rsi-stage/reads/i/."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as out:
+        out.add(str(tests_dir), arcname=f"{STAGE}/tests", filter=_root_owned)
+        for i, data in reads.items():
+            with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as src:
+                for member in src:
+                    name = posixpath.normpath(member.name)
+                    if name.startswith(("/", "..")) or not (member.isfile() or member.isdir() or member.issym()
+                                                             or member.islnk()):
+                        continue  # never let an archive from the agent's side escape the stage
+                    member.name = f"{STAGE}/reads/{i}/{name}"
+                    if member.islnk():
+                        member.linkname = f"{STAGE}/reads/{i}/{posixpath.normpath(member.linkname)}"
+                    fileobj = src.extractfile(member) if member.isfile() else None
+                    out.addfile(member, fileobj)
+    return buf.getvalue()
+
+
+def verifier_script(policy: GradingPolicy, reads_present: dict[int, str]) -> str:
+    """The verifier container's command: put the staged files in place, then exec test.sh.
+
+    A declared read that was absent in the agent's container is removed here too (the pristine
+    image may hold it: a task that asks to delete or move a file).
+    """
+    lines = [
+        "set -e",
+        f'rm -rf {R}/tests {R}{VERIFIER_DIR}',
+        f'mkdir -p {R}{VERIFIER_DIR}',
+        f'mv {R}/{STAGE}/tests {R}/tests',
+    ]
+    for i, path in enumerate(policy.reads):
+        q = shlex.quote(path)
+        lines.append(f"rm -rf {R}{q}")
+        if i in reads_present:
+            lines.append(f"mkdir -p {R}{shlex.quote(posixpath.dirname(path))}")
+            lines.append(f"mv {R}/{STAGE}/reads/{i}/{shlex.quote(reads_present[i])} {R}{q}")
+    lines += [
+        f"rm -rf {R}/{STAGE}",
+        f"mkdir -p {R}{shlex.quote(policy.workdir)}",
+        f"cd {R}{shlex.quote(policy.workdir)}",
+        "set +e",
+        f'exec bash {R}/tests/test.sh',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def top_entry(archive: bytes) -> str | None:
+    """The basename a docker-cp style archive holds at its top."""
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
+        for member in tar:
+            return posixpath.normpath(member.name).split("/", 1)[0]
+    return None
+
+
+def read_reward_files(box: Sandbox, names: list[str]) -> dict[str, bytes | None]:
+    return {name: box.get_file(f"{VERIFIER_DIR}/{name}") for name in names}
+
+
+def run_shared(box: Sandbox, tests_dir: Path, policy: GradingPolicy, timeout: float,
+               env: dict[str, str] | None, reward_files: list[str]) -> VerifierRun:
+    """Level 3: test.sh in the agent's container; the container is frozen before the reward is read."""
+    wipe = box.exec(
+        f'rm -rf {R}/tests {R}{VERIFIER_DIR} && mkdir -p {R}{VERIFIER_DIR} {R}/tests', timeout=60
+    )
+    if not wipe.ok:
+        raise SandboxError(f"could not prepare the verifier sandbox: {wipe.stderr.strip()[:200]}")
+    box.put_dir(tests_dir, "/tests")
+    res = box.exec(f"bash {R}/tests/test.sh", timeout=timeout, workdir=policy.workdir, env=env or None)
+    box.freeze()
+    return VerifierRun(res, read_reward_files(box, reward_files))
