@@ -1,18 +1,33 @@
-"""Harness config (`harness_configs/<name>.yaml`) and its check against a contract.
+"""Harness config (`harness_configs/<name>.yaml`), its identity, and its check against a contract.
 
-A config's identity is the digest of its canonical form; a generation points at that digest.
+Identity (DESIGN §4.3): a config's digest is the sha256 of the canonical JSON of `identity()`,
+which is every field that changes what a trial does or records (prompts with few-shot examples
+inlined, sampling, loop, tools, limits, model, action_format, contract range, schema_version and
+`name`, which trajectories record), and nothing that does not: `search_space` (the plan for
+`rsi expand`, not behaviour), YAML comments, key order, and whether a default was written out
+(defaults are filled in before hashing). A generation points at that digest, never at a file.
+
+Fields are addressed by dotted paths into the config's JSON form, list indices included
+(`sampling.temperature`, `prompt.few_shot.1.content`, `tools.0`; `tools[0]` is accepted too).
+`with_values` sets such paths on a copy and re-validates; variants (rsi/core/variants.py) and the
+`search_space` check below are built on it.
 """
 
 from __future__ import annotations
 
+import copy
+import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
+import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rsi.core.contract import Contract
 from rsi.core.digest import digest_obj
+from rsi.core.errors import pydantic_field
 
 EMBEDDED_ENDPOINT = "embedded"
 
@@ -68,6 +83,8 @@ class ConfigLimits(_Strict):
 
 
 class HarnessConfig(_Strict):
+    """One harness config. Prompts hold template text; `file:NAME.j2` is inlined by the loader."""
+
     schema_version: int = 1
     name: str
     contract: str = ">=1.0,<2.0"
@@ -89,12 +106,169 @@ class HarnessConfig(_Strict):
             raise ValueError(f"not a version range: {e}") from None
         return v
 
+    def identity(self) -> dict[str, Any]:
+        """What the digest covers: the full config in JSON form, defaults filled in, less `search_space`."""
+        return self.model_dump(mode="json", exclude=set(NON_IDENTITY_FIELDS))
+
     def digest(self) -> str:
-        return digest_obj(self.model_dump(mode="json"))
+        """sha256 of the canonical JSON of `identity()`: equal behaviour, equal digest."""
+        return digest_obj(self.identity())
+
+    def canonical_yaml(self) -> str:
+        """Deterministic YAML of the whole config (search_space included), keys sorted.
+
+        Multi-line strings are written as literal blocks so prompts stay readable; loading the
+        text back gives an equal config.
+        """
+        return yaml.dump(
+            self.model_dump(mode="json"),
+            Dumper=_CanonicalDumper,
+            sort_keys=True,
+            allow_unicode=True,
+            default_flow_style=False,
+            width=120,
+        )
+
+
+# Fields left out of the identity: they do not change what a trial does.
+NON_IDENTITY_FIELDS: tuple[str, ...] = ("search_space",)
+
+
+class _CanonicalDumper(yaml.SafeDumper):
+    """SafeDumper writing multi-line strings as `|` blocks (PyYAML falls back to quotes if it must)."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_CanonicalDumper.add_representer(str, _represent_str)
+
+
+# --- dotted paths --------------------------------------------------------------------------------
+
+# The roots `rsi expand` may vary through `search_space`.
+EXPANDABLE_ROOTS: tuple[str, ...] = ("prompt", "sampling", "loop", "action_format", "tools", "limits")
+# Paths no variant may set: the config's identity-of-record and the expansion plan itself.
+FROZEN_PATHS: tuple[str, ...] = ("schema_version", "name", "contract", "model.endpoint", "search_space")
+
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
+class FieldProblem(ValueError):
+    """A dotted path that does not resolve, or a value the field refuses. `field: problem`."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+def normalize_path(path: str) -> str:
+    """`tools[0]` -> `tools.0`: one spelling per path, so labels and comparisons agree."""
+    return _INDEX.sub(r".\1", path.strip())
+
+
+def _parts(path: str) -> list[str]:
+    parts = normalize_path(path).split(".")
+    if not path.strip() or any(p == "" for p in parts):
+        raise FieldProblem(path, "not a dotted field path")
+    return parts
+
+
+def _step(node: Any, part: str, path: str) -> tuple[Any, str | int]:
+    """The container key for `part` inside `node`, or FieldProblem(path, 'no such field')."""
+    if isinstance(node, dict) and part in node:
+        return node, part
+    if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        return node, int(part)
+    raise FieldProblem(path, "no such field")
+
+
+def get_path(data: Mapping[str, Any], path: str) -> Any:
+    """The value at a dotted path of a config's JSON form. FieldProblem if it does not resolve."""
+    node: Any = data
+    for part in _parts(path):
+        container, key = _step(node, part, path)
+        node = container[key]
+    return node
+
+
+def set_path(data: dict[str, Any], path: str, value: Any) -> None:
+    """Set an existing field at a dotted path, in place. Never creates keys or list items."""
+    parts = _parts(path)
+    node: Any = data
+    for part in parts[:-1]:
+        container, key = _step(node, part, path)
+        node = container[key]
+    container, key = _step(node, parts[-1], path)
+    container[key] = copy.deepcopy(value)
+
+
+def _within(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix + ".")
+
+
+def is_frozen(path: str) -> bool:
+    """True if setting `path` could change a frozen field (the path is one, inside one, or above one)."""
+    p = normalize_path(path)
+    return any(_within(p, f) or _within(f, p) for f in FROZEN_PATHS)
+
+
+def show_value(value: Any, limit: int = 60) -> str:
+    """A value as messages show it: YAML-ish scalars (true, 40, 'bash'), long text cut short."""
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif value is None:
+        text = "null"
+    elif isinstance(value, float) and value.is_integer():
+        text = str(int(value))  # 900.0 -> 900, as the YAML most likely said
+    elif isinstance(value, int | float):
+        text = str(value)
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def with_values(config: HarnessConfig, assignments: Mapping[str, Any]) -> HarnessConfig:
+    """A new config with each dotted path set, re-validated. The original is never touched.
+
+    Raises FieldProblem naming the path: it does not resolve, or the result fails validation
+    (the message shows the new value and the config's current one).
+    """
+    raw = config.model_dump(mode="json")
+    for path, value in assignments.items():
+        set_path(raw, path, value)
+    try:
+        return HarnessConfig.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = pydantic_field(tuple(err.get("loc", ())))
+        path = next((p for p in assignments if _within(loc, normalize_path(p))), next(iter(assignments), loc))
+        where = "" if loc == normalize_path(path) else f"{loc}: "
+        old = get_path(config.model_dump(mode="json"), path) if path in assignments else None
+        raise FieldProblem(
+            normalize_path(path),
+            f"{show_value(assignments.get(path))} is not valid ({where}{err.get('msg', 'invalid')}); "
+            f"the config has {show_value(old)}",
+        ) from None
+
+
+# --- the contract check --------------------------------------------------------------------------
 
 
 def contract_violations(config: HarnessConfig, contract: Contract) -> list[str]:
-    """Every way `config` breaks `contract`, each naming the field and both values. Empty = ok."""
+    """Every way `config` breaks `contract`, each `field: problem` naming both values. Empty = ok.
+
+    Covers the config's own fields (`config_violations`) and every `search_space` value
+    (`search_space_violations`).
+    """
+    return config_violations(config, contract) + search_space_violations(config, contract)
+
+
+def config_violations(config: HarnessConfig, contract: Contract) -> list[str]:
+    """The ways the config's own fields (search_space aside) break the contract."""
     out: list[str] = []
     if Version(contract.hcp) not in SpecifierSet(config.contract):
         out.append(f"contract: config requires HCP {config.contract} but the contract is {contract.hcp}")
@@ -102,7 +276,7 @@ def contract_violations(config: HarnessConfig, contract: Contract) -> list[str]:
 
     def ceiling(field: str, value: float | int | None, limit: float | int, what: str) -> None:
         if value is not None and value > limit:
-            out.append(f"{field}: {value} loosens the contract's {what} ({limit})")
+            out.append(f"{field}: {show_value(value)} loosens the contract's {what} ({show_value(limit)})")
 
     ceiling("loop.max_turns", config.loop.max_turns, lim.max_turns, "limits.max_turns")
     ceiling("sampling.max_tokens", config.sampling.max_tokens, lim.max_tokens_per_turn, "limits.max_tokens_per_turn")
@@ -134,7 +308,40 @@ def contract_violations(config: HarnessConfig, contract: Contract) -> list[str]:
             out.append(f"tools[{i}]: '{tool}' is not in the contract substrate ({known})")
     if config.action_format == "text" and "bash" not in config.tools:
         out.append("tools: action_format 'text' needs the 'bash' tool")
-    for key in config.search_space:
-        if key.split(".")[0] not in {"prompt", "sampling", "loop", "action_format", "tools", "limits"}:
-            out.append(f"search_space.{key}: not a field rsi expand may vary")
+    return out
+
+
+def search_space_violations(config: HarnessConfig, contract: Contract) -> list[str]:
+    """Check `search_space` path by path and value by value.
+
+    Each key must lie under a root `rsi expand` may vary and resolve to an existing field; each
+    value, set on this config alone, must validate and must not break the contract in a way the
+    config itself does not. Messages read `search_space.<path>[<i>]: <problem>`.
+    """
+    out: list[str] = []
+    data = config.model_dump(mode="json")
+    base = set(config_violations(config, contract))
+    roots = ", ".join(EXPANDABLE_ROOTS)
+    for key, values in config.search_space.items():
+        where = f"search_space.{key}"
+        path = normalize_path(key)
+        if path.split(".")[0] not in EXPANDABLE_ROOTS or is_frozen(path):
+            out.append(f"{where}: not a field rsi expand may vary ({roots})")
+            continue
+        try:
+            get_path(data, path)
+        except FieldProblem as e:
+            out.append(f"{where}: {e.problem}")
+            continue
+        for i, value in enumerate(values):
+            try:
+                variant = with_values(config, {path: value})
+            except FieldProblem as e:
+                out.append(f"{where}[{i}]: {e.problem}")
+                continue
+            for v in config_violations(variant, contract):
+                if v in base:
+                    continue
+                field, _, problem = v.partition(": ")
+                out.append(f"{where}[{i}]: {problem}" if field == path else f"{where}[{i}]: {field}: {problem}")
     return out

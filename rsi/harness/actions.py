@@ -13,12 +13,19 @@ model as the observation of that turn, so a small model can recover on the next 
 
 from __future__ import annotations
 
+import functools
+import json
 import posixpath
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import jsonschema
+import jsonschema.protocols
+import jsonschema.validators
+
+from rsi.core.errors import ConfigError
 from rsi.sandbox.base import Sandbox
 
 
@@ -143,23 +150,62 @@ def parse_text_reply(content: str | None, finish_word: str, *, turn: int) -> Par
     return ParsedReply(error=hint + text_format_help(finish_word))
 
 
+_ARTICLE = {"integer": "an integer", "object": "an object", "array": "an array"}
+
+
+@functools.lru_cache(maxsize=64)
+def _validator(schema_json: str) -> jsonschema.protocols.Validator:
+    """A checked validator for one tool schema (cached: the same few schemas every turn)."""
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as e:
+        raise ConfigError(f"the contract's parameter schema is not valid JSON Schema: {e.message}") from None
+    return cls(schema)
+
+
+def _describe(name: str, err: jsonschema.ValidationError) -> str:
+    """One jsonschema error as a short sentence a small model can act on."""
+    path = ".".join(str(p) for p in err.absolute_path)
+    arg = f"argument '{path}' of {name}" if path else f"arguments of {name}"
+    if err.validator == "type":
+        types = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
+        return f"{arg} must be " + " or ".join(_ARTICLE.get(str(t), f"a {t}") for t in types)
+    if err.validator == "enum":
+        return f"{arg} must be one of: " + ", ".join(json.dumps(v) for v in err.validator_value)
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        allowed = set((err.schema.get("properties") or {}) if isinstance(err.schema, dict) else {})
+        extra = sorted(k for k in err.instance if k not in allowed)
+        takes = f"; it takes: {', '.join(sorted(allowed))}" if allowed else ""
+        where = f"argument '{path}' of {name}" if path else name
+        return f"{where} does not take argument(s): {', '.join(extra)}{takes}"
+    return f"{arg}: {err.message}"[:300]
+
+
 def _schema_error(name: str, args: Any, schema: dict[str, Any]) -> str | None:
-    """A short message if `args` does not fit the tool's JSON schema (object, required keys, string types)."""
+    """A short message if `args` does not fit the tool's JSON Schema (from the contract), else None.
+
+    Validated with `jsonschema`, so every keyword counts (types, enums, additionalProperties,
+    bounds). Missing required arguments are reported first and together, since that is the
+    commonest mistake; otherwise the first error by argument path.
+    """
     if not isinstance(args, dict):
         return f"arguments of {name} must be a JSON object"
-    props: dict[str, Any] = schema.get("properties") or {}
-    missing = [k for k in schema.get("required") or [] if k not in args]
+    errors = list(_validator(json.dumps(schema, sort_keys=True)).iter_errors(args))
+    if not errors:
+        return None
+    missing = [
+        str(m)
+        for e in errors
+        if e.validator == "required" and not e.absolute_path
+        for m in e.validator_value
+        if m not in args
+    ]
     if missing:
         return f"{name} needs argument(s): {', '.join(missing)}"
-    for key, spec in props.items():
-        if (
-            key in args
-            and isinstance(spec, dict)
-            and spec.get("type") == "string"
-            and not isinstance(args[key], str)
-        ):
-            return f"argument '{key}' of {name} must be a string"
-    return None
+    first = min(errors, key=lambda e: ([str(p) for p in e.absolute_path], str(e.validator)))
+    return _describe(name, first)
 
 
 def parse_tool_calls(
@@ -169,7 +215,7 @@ def parse_tool_calls(
 ) -> ParsedReply:
     """Check each tool call against the allowed tools (name -> JSON schema of its parameters).
 
-    A bad call (unknown tool, arguments that are not JSON or miss a required field) is kept with an
+    A bad call (unknown tool, arguments that are not JSON or do not fit the schema) is kept with an
     `error`, so it still gets its own tool message in the history, as OpenAI's protocol requires.
     """
     if not tool_calls:

@@ -7,10 +7,11 @@ through a temp file and `os.replace`, so a failure never leaves a half-written f
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -54,16 +55,41 @@ def load_harness_config(path: Path) -> HarnessConfig:
 
 
 def _inline_template_files(cfg: HarnessConfig, path: Path) -> HarnessConfig:
-    """Prompts written as `file:NAME.j2` are read from beside the config, so the digest covers them."""
-    prompt = cfg.prompt.model_copy()
-    for field in ("system", "instruction"):
-        value = getattr(prompt, field)
-        if isinstance(value, str) and value.startswith("file:"):
-            tpl = path.parent / value.removeprefix("file:").strip()
-            if not tpl.is_file():
-                raise InputError(str(path), f"prompt.{field}", f"template file {tpl} not found")
-            setattr(prompt, field, tpl.read_text())
-    return cfg.model_copy(update={"prompt": prompt})
+    """Prompt texts written as `file:NAME.j2` are read from beside the config, so the digest covers them.
+
+    That is `prompt.system`, `prompt.instruction`, each `prompt.few_shot[i].content`, and the
+    prompt values `search_space` lists for those fields (a variant's digest then covers its text
+    too). A missing file is an InputError naming the field it was written in.
+    """
+
+    def inline(value: Any, field: str) -> Any:
+        if not (isinstance(value, str) and value.startswith(FILE_PREFIX)):
+            return value
+        tpl = path.parent / value.removeprefix(FILE_PREFIX).strip()
+        if not tpl.is_file():
+            raise InputError(str(path), field, f"template file {tpl} not found")
+        return tpl.read_text()
+
+    prompt = cfg.prompt.model_copy(
+        update={
+            "system": inline(cfg.prompt.system, "prompt.system"),
+            "instruction": inline(cfg.prompt.instruction, "prompt.instruction"),
+            "few_shot": [
+                shot.model_copy(update={"content": inline(shot.content, f"prompt.few_shot[{i}].content")})
+                for i, shot in enumerate(cfg.prompt.few_shot)
+            ],
+        }
+    )
+    space = {
+        key: [inline(v, f"search_space.{key}[{i}]") if _PROMPT_TEXT.match(key) else v for i, v in enumerate(values)]
+        for key, values in cfg.search_space.items()
+    }
+    return cfg.model_copy(update={"prompt": prompt, "search_space": space})
+
+
+# search_space keys whose values are prompt text, and so may be written as `file:NAME.j2`
+_PROMPT_TEXT = re.compile(r"^prompt\.(system|instruction|few_shot(\.\d+|\[\d+\])\.content)$")
+FILE_PREFIX = "file:"
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import pytest
+
+from rsi.core.errors import ConfigError
 from rsi.harness.actions import (
     parse_text_reply,
     parse_tool_calls,
@@ -13,7 +19,7 @@ from rsi.harness.fakes import ScriptedSandbox
 from rsi.models.client import ToolCall
 from rsi.sandbox.base import ExecResult
 
-SCHEMAS = {
+SCHEMAS: dict[str, dict[str, Any]] = {
     "bash": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
     "write_file": {
         "type": "object",
@@ -153,3 +159,46 @@ def test_text_non_shell_block_is_not_run_and_the_error_says_why() -> None:
 def test_text_closing_fence_on_the_command_line() -> None:
     p = parse_text_reply("```bash\nls /app```\nDONE", "DONE", turn=1)
     assert p.invocations[0].arguments["command"] == "ls /app" and p.finish
+
+
+STRICT: dict[str, dict[str, Any]] = {
+    "run": {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string"},
+            "timeout": {"type": "integer", "minimum": 1},
+            "shell": {"type": "string", "enum": ["bash", "sh"]},
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    },
+    "submit": {"type": "object", "properties": {}},
+}
+
+
+def _err(name: str, args: dict[str, Any], schemas: dict[str, dict[str, Any]] = STRICT) -> str | None:
+    return parse_tool_calls(None, [ToolCall("c", name, args, json.dumps(args))], schemas).invocations[0].error
+
+
+def test_tool_call_arguments_are_checked_with_json_schema() -> None:
+    assert _err("run", {"command": "ls", "timeout": 5, "shell": "sh"}) is None
+    assert _err("run", {"command": 7}) == "argument 'command' of run must be a string"
+    assert _err("run", {"command": "ls", "timeout": "5"}) == "argument 'timeout' of run must be an integer"
+    assert _err("run", {"command": "ls", "timeout": 0}) == "argument 'timeout' of run: 0 is less than the minimum of 1"
+    assert _err("run", {"command": "ls", "shell": "zsh"}) == 'argument \'shell\' of run must be one of: "bash", "sh"'
+    assert _err("run", {"command": "ls", "cwd": "/"}) == (
+        "run does not take argument(s): cwd; it takes: command, shell, timeout"
+    )
+    # missing required arguments come first, all of them, whatever else is wrong
+    assert _err("run", {"cwd": "/"}) == "run needs argument(s): command"
+
+
+def test_extra_arguments_are_fine_unless_the_schema_forbids_them() -> None:
+    assert _err("bash", {"command": "ls", "cwd": "/"}, SCHEMAS) is None
+    assert _err("submit", {"reason": "done"}) is None
+
+
+def test_a_bad_contract_schema_is_a_config_error_not_the_models() -> None:
+    bad = {"bash": {"type": "object", "properties": {"command": {"type": "strung"}}}}
+    with pytest.raises(ConfigError, match="not valid JSON Schema"):
+        _err("bash", {"command": "ls"}, bad)
