@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import tempfile
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +27,14 @@ def errors() -> Iterator[None]:
     except RsiError as e:
         err_console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         raise typer.Exit(e.exit_code) from None
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - a bug: one line for the user, the traceback in a file
+        log = Path(tempfile.gettempdir()) / "rsi-last-error.log"
+        log.write_text(traceback.format_exc())
+        err_console.print(f"[bold red]error:[/] internal error: {type(e).__name__}: {e} (traceback in {log})",
+                          highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
 
 
 def workspace_root(ctx: typer.Context) -> Path | None:

@@ -10,8 +10,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from rsi.cli.common import console, err_console, errors, open_context, print_json
+from rsi.core.arm import TrialSpec
 from rsi.core.trial import TrialResult
-from rsi.exec.trial import TrialPlan
 from rsi.loop.run import Progress as RunProgress
 from rsi.loop.run import RunRequest, run_job
 from rsi.report.jobs import job_json, summarize
@@ -33,7 +33,7 @@ class _Bar(RunProgress):
     def start(self, total: int, done: int, job_id: str) -> None:
         self.p.update(self.task_id, total=total, completed=done, description=job_id)
 
-    def trial_finished(self, plan: TrialPlan, result: TrialResult) -> None:
+    def trial_finished(self, spec: TrialSpec, result: TrialResult) -> None:
         self.passed += int(result.passed)
         self.p.update(self.task_id, advance=1, passed=self.passed)
 
@@ -47,12 +47,26 @@ def run(
     ] = None,
     k: Annotated[int, typer.Option("-k", "--attempts", help="Attempts per task.")] = 1,
     n: Annotated[int, typer.Option("-n", "--concurrency", help="Trials at a time.")] = 1,
-    gen: Annotated[str | None, typer.Option("--gen", help="Generation (default: the current one).")] = None,
+    gen: Annotated[
+        list[str] | None,
+        typer.Option("--gen", help="Generation (default: the current one); repeat to run several side by side."),
+    ] = None,
+    config: Annotated[
+        list[Path] | None,
+        typer.Option("--config", help="Harness config file instead of the generation's; repeat for side by side."),
+    ] = None,
+    budget: Annotated[float | None, typer.Option("--budget", help="Stop when this much is spent (see --unit).")] = None,
+    unit: Annotated[str, typer.Option("--unit", help="Budget unit: trials | tokens | minutes.")] = "trials",
     resume: Annotated[str | None, typer.Option("--resume", help="Finish the unfinished trials of JOB.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
 ) -> None:
-    """Run every task x K attempts in Docker sandboxes, N at a time, and summarise. Exit 0 whatever the rewards."""
-    req = RunRequest(paths=list(paths or []), agent=agent, attempts=k, concurrency=n, generation=gen, resume=resume)
+    """Run every arm x task x K attempts in Docker sandboxes, N at a time, and summarise per arm.
+
+    An arm is (agent, generation, harness config): `--gen A --gen B` or `--config X --config Y` run
+    side by side on the same tasks. Exit 0 whatever the rewards; 130 on Ctrl-C; 3 when the job
+    stopped on repeated endpoint or daemon failures."""
+    req = RunRequest(paths=list(paths or []), agent=agent, attempts=k, concurrency=n, generations=list(gen or []),
+                     configs=list(config or []), resume=resume, budget=budget, budget_unit=unit)
     with errors():
         wctx = open_context(ctx)
         with Progress(
@@ -71,25 +85,34 @@ def run(
     else:
         render_summary(outcome.job, outcome.trials)
     if outcome.interrupted:
-        err_console.print(f"interrupted; finish it with: rsi run --resume {outcome.job.id}")
-        raise typer.Exit(130)
+        if outcome.stop == "cancelled":
+            err_console.print(f"interrupted; finish it with: rsi run --resume {outcome.job.id}")
+            raise typer.Exit(130)
+        err_console.print(f"[bold]stopped:[/] {outcome.reason}", highlight=False, soft_wrap=True)
+        if outcome.stop == "breaker":
+            raise typer.Exit(3)
 
 
 def render_summary(job, trials) -> None:  # type: ignore[no-untyped-def]
     s = summarize(job, trials)
-    table = Table(title=f"{job.id}  agent={job.agent}  generation={job.generation}")
-    for c in ("task", "passes", "mean reward", "errors"):
-        table.add_column(c)
-    for t in s.tasks:
-        mean = f"{t.mean_reward:.2f}" if t.mean_reward is not None else "-"
-        errs = ", ".join(f"{k}×{v}" for k, v in sorted(t.errors.items())) or ""
-        table.add_row(t.task, f"{t.passes}/{t.attempts}", mean, errs)
-    console.print(table)
-    rates = f"pass@1 [bold]{s.pass_at_1:.3f}[/]"
-    if s.k > 1:
-        rates += f"   pass@{s.k} [bold]{s.pass_at_k:.3f}[/]"
+    for a in s.arms:
+        table = Table(title=f"{job.id}  arm {a.arm_id}: {a.label}")
+        for c in ("task", "passes", "mean reward", "errors"):
+            table.add_column(c)
+        for t in a.tasks:
+            mean = f"{t.mean_reward:.2f}" if t.mean_reward is not None else "-"
+            errs = ", ".join(f"{k}×{v}" for k, v in sorted(t.errors.items())) or ""
+            table.add_row(t.task + (" [dim](holdout)[/]" if t.holdout else ""), f"{t.passes}/{t.attempts}", mean, errs)
+        console.print(table)
+        rates = f"pass@1 [bold]{a.pass_at_1:.3f}[/]"
+        if s.k > 1:
+            rates += f"   pass@{s.k} [bold]{a.pass_at_k:.3f}[/]"
+        console.print(f"{rates}   trials {a.trials}   infra errors {a.infra_errors}")
+    if s.holdout_tasks:
+        console.print(f"[yellow]{s.holdout_tasks} holdout task(s): sealed, these results never feed the loop[/]")
+    if job.interrupted_reason and job.status == "interrupted":
+        console.print(f"stopped: {job.interrupted_reason}", highlight=False)
     where = Path(trials[0].trial_dir).parent if trials else "-"
-    console.print(f"{rates}   trials {s.trials}   infra errors {s.infra_errors}")
     console.print(f"trial dirs: {where}", highlight=False)
 
 

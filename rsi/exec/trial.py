@@ -19,16 +19,18 @@ from pathlib import Path
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from rsi.core.arm import TrialSpec
 from rsi.core.contract import Contract
 from rsi.core.digest import merge_digests
 from rsi.core.errors import RsiError
 from rsi.core.generation import GenerationManifest
 from rsi.core.harness_config import HarnessConfig
+from rsi.core.limits import EffectiveLimits, effective_limits
 from rsi.core.task import Task
 from rsi.core.trial import NEVER_PASS, ErrorType, Timings, TrialResult
 from rsi.exec.grading import RewardError, grading_policy, parse_reward, tamper_findings
 from rsi.exec.verify import VerifierRun, read_reward_files, run_shared, stage_archive, top_entry, verifier_script
-from rsi.harness.agent import Agent, AgentContext, AgentOutcome
+from rsi.harness.agent import AGENTS, Agent, AgentContext, AgentOutcome
 from rsi.sandbox.base import (
     LABEL_JOB,
     LABEL_KIND,
@@ -40,7 +42,7 @@ from rsi.sandbox.base import (
     SandboxProvider,
     SandboxSpec,
 )
-
+from rsi.store.files import load_task
 
 
 class Cancelled(RsiError):
@@ -49,30 +51,43 @@ class Cancelled(RsiError):
 
 @dataclass
 class TrialPlan:
-    trial_id: str
-    job_id: str
+    """One trial as the worker runs it: the spec with its live parts loaded (task, config, agent)."""
+
+    spec: TrialSpec
     task: Task
-    attempt: int
     trial_dir: Path
-    prior_infra_attempts: list[dict[str, str]] = field(default_factory=list)
+    agent: Agent
+    generation: GenerationManifest | None
+    harness_config: HarnessConfig | None
+    limits: EffectiveLimits
+
+    @property
+    def trial_id(self) -> str:
+        return self.spec.trial_id
+
+    @property
+    def job_id(self) -> str:
+        return self.spec.job_id
+
+    @property
+    def attempt(self) -> int:
+        return self.spec.attempt
 
 
 @dataclass
 class TrialEnv:
-    """What every trial of a job shares."""
+    """What every trial a worker runs shares: the substrate, the contract, the model endpoint."""
 
     provider: SandboxProvider
     contract: Contract
-    agent: Agent
     base_image: str
     base_image_id: str | None = None
-    generation: GenerationManifest | None = None
-    harness_config: HarnessConfig | None = None
     model_endpoint: str | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
     live: dict[str, Sandbox] = field(default_factory=dict)
     live_lock: threading.Lock = field(default_factory=threading.Lock)
     retry_wait_initial: float = 1.0
+    tasks: dict[str, Task] = field(default_factory=dict)  # task digest -> loaded task
 
     def track(self, sb: Sandbox) -> None:
         with self.live_lock:
@@ -90,45 +105,55 @@ class TrialEnv:
             with contextlib.suppress(Exception):  # best effort while stopping
                 sb.stop()
 
+    def load_task(self, spec: TrialSpec) -> Task:
+        task = self.tasks.get(spec.task_digest)
+        if task is None:
+            task = load_task(Path(spec.task_path))
+            if task.digest != spec.task_digest:
+                raise RsiError(
+                    f"{spec.task_path}: the task changed since job {spec.job_id} was planned "
+                    f"(digest {task.digest[:12]}, planned {spec.task_digest[:12]})"
+                )
+            self.tasks[spec.task_digest] = task
+        return task
 
-def _min(*vals: float | int | None) -> float:
-    return min(v for v in vals if v is not None)
+    def plan(self, spec: TrialSpec) -> TrialPlan:
+        """Load what a spec names; a config is validated again against the contract."""
+        task = self.load_task(spec)
+        config = HarnessConfig.model_validate(spec.config) if spec.config is not None else None
+        generation = GenerationManifest.model_validate(spec.generation) if spec.generation is not None else None
+        return TrialPlan(
+            spec=spec,
+            task=task,
+            trial_dir=Path(spec.trial_dir),
+            agent=AGENTS.create(spec.arm.agent),
+            generation=generation,
+            harness_config=config,
+            limits=effective_limits(task.spec, self.contract, config),
+        )
 
 
-def sandbox_spec(task: Task, env: TrialEnv, image: str, kind: str, plan: TrialPlan) -> SandboxSpec:
-    """Task limits capped by the contract (and tightened by the harness config, if any)."""
-    e, lim = task.spec.environment, env.contract.limits.sandbox
-    cl = env.harness_config.limits if env.harness_config else None
-    network = e.network_mode != "none" and lim.network and (cl is None or cl.network is not False)
+def sandbox_spec(plan: TrialPlan, image: str, kind: str) -> SandboxSpec:
+    """The effective limits (task, capped by the contract, tightened by the config)."""
+    lim = plan.limits
     return SandboxSpec(
         image=image,
-        cpus=_min(e.cpus, lim.cpus, cl.cpus if cl else None),
-        memory_mb=int(_min(e.memory_mb, lim.memory_mb, cl.memory_mb if cl else None)),
-        pids=int(_min(e.pids, lim.pids, cl.pids if cl else None)),
-        network=network,
-        workdir=e.workdir,
+        cpus=lim.cpus,
+        memory_mb=lim.memory_mb,
+        pids=lim.pids,
+        network=lim.network,
+        workdir=plan.task.spec.environment.workdir,
         labels={LABEL_JOB: plan.job_id, LABEL_TRIAL: plan.trial_id, LABEL_KIND: kind},
     )
 
 
-def agent_timeout(task: Task, env: TrialEnv) -> float:
-    cl = env.harness_config.limits if env.harness_config else None
-    return _min(task.spec.agent.timeout_sec, env.contract.limits.agent_timeout_sec,
-                cl.agent_timeout_sec if cl else None)
-
-
-def verifier_timeout(task: Task, env: TrialEnv) -> float:
-    cl = env.harness_config.limits if env.harness_config else None
-    return _min(task.spec.verifier.timeout_sec, env.contract.limits.verifier_timeout_sec,
-                cl.verifier_timeout_sec if cl else None)
-
-
-def run_trial(plan: TrialPlan, env: TrialEnv) -> TrialResult:
+def run_trial(spec: TrialSpec, env: TrialEnv) -> TrialResult:
     """Run one trial to a result, retrying substrate failures. Raises only `Cancelled`.
 
     Every infra attempt keeps its record (`extra["infra_attempts"]`), also when a later one succeeds.
     """
-    attempts_log: list[dict[str, str]] = list(plan.prior_infra_attempts)
+    plan = env.plan(spec)
+    attempts_log: list[dict[str, str]] = []
 
     def before_sleep(state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
@@ -148,14 +173,14 @@ def run_trial(plan: TrialPlan, env: TrialEnv) -> TrialResult:
                 if env.cancel.is_set():
                     raise Cancelled("job cancelled")
                 result = _run_once(plan, env)
-                result.infra_retries = len(attempts_log) - len(plan.prior_infra_attempts)
+                result.infra_retries = len(attempts_log)
                 result.extra["infra_attempts"] = attempts_log
                 return result
     except SandboxError as e:
         if env.cancel.is_set():
             raise Cancelled("job cancelled") from None
         r = _result(plan, env, error_type=ErrorType.SANDBOX_ERROR, error_message=str(e),
-                    infra_retries=len(attempts_log) - len(plan.prior_infra_attempts))
+                    infra_retries=len(attempts_log))
         r.extra["infra_attempts"] = attempts_log
         return r
     raise AssertionError("unreachable")
@@ -178,8 +203,11 @@ def _result(plan: TrialPlan, env: TrialEnv, **kw: object) -> TrialResult:
         task=plan.task.name,
         task_digest=plan.task.digest,
         attempt=plan.attempt,
-        agent=env.agent.name,
-        generation=env.generation.id if env.generation else None,
+        agent=plan.spec.arm.agent,
+        generation=plan.generation.id if plan.generation else plan.spec.arm.generation,
+        arm_id=plan.spec.arm.id,
+        variant=plan.spec.arm.variant,
+        split=plan.task.split,
         trial_dir=str(plan.trial_dir),
         **kw,  # type: ignore[arg-type]
     )
@@ -213,7 +241,7 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
         timings.build = time.monotonic() - t0
 
         t = time.monotonic()
-        box = env.provider.start(sandbox_spec(task, env, image.tag, "trial", plan))
+        box = env.provider.start(sandbox_spec(plan, image.tag, "trial"))
         boxes.append(box)
         env.track(box)
         timings.start = time.monotonic() - t
@@ -227,17 +255,15 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             trial_dir=plan.trial_dir,
             trial_id=plan.trial_id,
             contract=contract,
-            agent_timeout_sec=agent_timeout(task, env),
-            command_timeout_sec=_min(
-                contract.limits.command_timeout_sec,
-                env.harness_config.limits.command_timeout_sec if env.harness_config else None,
-            ),
-            generation=env.generation,
-            harness_config=env.harness_config,
+            agent_timeout_sec=plan.limits.agent_timeout_sec,
+            command_timeout_sec=plan.limits.command_timeout_sec,
+            generation=plan.generation,
+            harness_config=plan.harness_config,
             model_endpoint=env.model_endpoint,
+            limits=plan.limits,
         )
         try:
-            outcome: AgentOutcome = env.agent.run(box, ctx)
+            outcome: AgentOutcome = plan.agent.run(box, ctx)
         except SandboxBroken as e:
             if env.cancel.is_set():
                 raise Cancelled("job cancelled") from None
@@ -260,7 +286,7 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
         changed = box.changed_paths()
         path_dirs = env.provider.image_env(image.tag).get("PATH", "").split(":")
         findings = tamper_findings(changed, policy, path_dirs=path_dirs, exempt=outcome.exempt_paths)
-        vtimeout = verifier_timeout(task, env)
+        vtimeout = plan.limits.verifier_timeout_sec
         tests_dir = Path(task.path) / "tests"
         if policy.integrity == "shared":
             timings.snapshot = time.monotonic() - t
@@ -278,7 +304,7 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
                 vimage = snapshot
             box.stop()
             env.untrack(box)
-            vspec = sandbox_spec(task, env, vimage, "verifier", plan)
+            vspec = sandbox_spec(plan, vimage, "verifier")
             vspec.env = dict(task.spec.verifier.env)
             vspec.command = verifier_script(policy, present)
             vspec.staged = stage_archive(tests_dir, reads)

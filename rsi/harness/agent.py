@@ -15,6 +15,7 @@ from rsi.core.contract import Contract
 from rsi.core.errors import RsiError
 from rsi.core.generation import GenerationManifest
 from rsi.core.harness_config import HarnessConfig
+from rsi.core.limits import EffectiveLimits
 from rsi.core.registry import Registry
 from rsi.core.task import Task
 from rsi.core.trial import ErrorType, Usage
@@ -35,6 +36,7 @@ class AgentContext:
     generation: GenerationManifest | None = None
     harness_config: HarnessConfig | None = None
     model_endpoint: str | None = None  # resolved base URL, e.g. http://127.0.0.1:8765/v1
+    limits: EffectiveLimits | None = None  # computed once by the runner (rsi.core.limits)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

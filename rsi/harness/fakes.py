@@ -67,6 +67,7 @@ class ScriptedChatModel:
         max_tokens: int = 256,
         stop: list[str] | None = None,
         seed: int | None = None,
+        deadline: float | None = None,
     ) -> ChatResult:
         self.requests.append(
             {

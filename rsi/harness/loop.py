@@ -51,6 +51,7 @@ class ChatModel(Protocol):
         max_tokens: int = 256,
         stop: list[str] | None = None,
         seed: int | None = None,
+        deadline: float | None = None,
     ) -> ChatResult: ...
 
 
@@ -226,8 +227,13 @@ class HarnessAgent:
     ) -> str:
         """Run turns until a stop condition; return why it stopped."""
         s = config.sampling
+
+        def used() -> float:
+            """Agent time so far: wall time minus time queued for the model server."""
+            return time.monotonic() - start - outcome.model_queue_sec
+
         for turn in range(1, lim.max_turns + 1):
-            if time.monotonic() - start >= lim.agent_timeout:
+            if used() >= lim.agent_timeout:
                 outcome.timed_out = True
                 return "agent_timeout"
             try:
@@ -240,6 +246,7 @@ class HarnessAgent:
                     max_tokens=lim.max_tokens,
                     stop=list(s.stop) or None,
                     seed=s.seed,
+                    deadline=time.monotonic() + (lim.agent_timeout - used()),
                 )
             except ModelUnavailable as e:
                 outcome.error_type, outcome.error_message = ErrorType.MODEL_UNAVAILABLE, str(e)
@@ -248,6 +255,7 @@ class HarnessAgent:
                 outcome.error_type, outcome.error_message = ErrorType.MODEL_CONFIG_ERROR, str(e)
                 return "model_request_error"
             outcome.usage = outcome.usage.add(result.usage if result.usage.calls else _one_call(result.usage))
+            outcome.model_queue_sec += getattr(result, "queue_sec", 0.0)
             outcome.turns = turn
 
             if config.action_format == "text":
@@ -258,7 +266,7 @@ class HarnessAgent:
             outcomes: list[ToolOutcome] = []
             timed_out = False
             for inv in parsed.invocations:
-                remaining = lim.agent_timeout - (time.monotonic() - start)
+                remaining = lim.agent_timeout - used()
                 if remaining <= 0:
                     timed_out = True
                     break
@@ -270,7 +278,7 @@ class HarnessAgent:
             note = truncate_middle(parsed.error, lim.observation_max_chars) if parsed.error else None
             self._record(history, rec, config, turn, model_name, result, parsed, outcomes, note)
 
-            if timed_out or time.monotonic() - start >= lim.agent_timeout:
+            if timed_out or used() >= lim.agent_timeout:
                 outcome.timed_out = True
                 return "agent_timeout"
             if parsed.finish or any(o.submitted for o in outcomes):

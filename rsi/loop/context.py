@@ -6,12 +6,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+import yaml
+
 from rsi.core.contract import Contract
 from rsi.core.errors import ConfigError, InputError, NotFoundError
 from rsi.core.generation import GenerationManifest
 from rsi.core.harness_config import HarnessConfig, contract_violations
 from rsi.core.workspace import WorkspaceSettings
-from rsi.store.files import load_contract, load_harness_config
+from rsi.store.files import load_contract, load_harness_config, load_manifest
 from rsi.store.repo import Store
 from rsi.store.workspace import Workspace
 
@@ -43,10 +45,7 @@ class WorkspaceContext:
     def store(self) -> Store:
         store = Store.for_path(self.ws.db_path)
         if not store.list_generations():
-            from rsi.loop.workspace import sync_generations
-
-            self.__dict__["store"] = store  # sync_generations reads ctx.store
-            sync_generations(self)
+            sync_generations(store, self.ws)
         return store
 
     def generation(self, gen_id: str | None = None) -> GenerationManifest:
@@ -55,17 +54,55 @@ class WorkspaceContext:
     def harness_config_path(self, name: str) -> Path:
         return self.ws.harness_configs_dir / f"{name}.yaml"
 
+    def register_config(
+        self, cfg: HarnessConfig, *, origin: str = "file", source: str | None = None, parent: str | None = None
+    ) -> str:
+        """Store `cfg` by digest (idempotent) so it can be shown and run again after files change."""
+        digest = cfg.digest()
+        self.store.put_config(digest, cfg.name, cfg.canonical_yaml(), parent_digest=parent,
+                              origin=origin, source=source)  # type: ignore[arg-type]
+        return digest
+
+    def config_by_digest(self, digest: str) -> HarnessConfig:
+        """A harness config by digest: from the store, else from a file under harness_configs/ that
+        has that digest (a fresh clone), which is then stored."""
+        try:
+            row = self.store.get_config(digest)
+        except NotFoundError:
+            row = None
+        if row is not None:
+            return HarnessConfig.model_validate(yaml.safe_load(row.canonical_yaml))
+        for path in sorted(self.ws.harness_configs_dir.glob("*.yaml")):
+            try:
+                cfg = load_harness_config(path)
+            except InputError:
+                continue
+            if cfg.digest() == digest:
+                self.register_config(cfg, source=str(path))
+                return cfg
+        raise ConfigError(
+            f"harness config {digest[:12]} is not in the store and no file under "
+            f"{self.ws.harness_configs_dir} has that digest"
+        )
+
     def harness_config_for(self, gen: GenerationManifest) -> HarnessConfig:
-        """The generation's harness config, checked against its digest and the contract."""
-        path = self.harness_config_path(gen.harness_config.name)
-        cfg = load_harness_config(path)
-        if cfg.digest() != gen.harness_config.digest:
-            raise ConfigError(
-                f"{path}: digest {cfg.digest()[:12]} differs from {gen.id}'s harness config "
-                f"{gen.harness_config.digest[:12]}; restore the file or register a new generation"
-            )
-        check_config(cfg, self.contract, path)
+        """The generation's harness config by its digest (never by file name), checked against the contract."""
+        cfg = self.config_by_digest(gen.harness_config.digest)
+        check_config(cfg, self.contract, Path(f"config {gen.harness_config.digest[:12]} of {gen.id}"))
         return cfg
+
+
+def sync_generations(store: Store, ws: Workspace) -> int:
+    """Register manifests under generations/ that the database lacks (a fresh clone of a workspace)."""
+    known = {g.id for g in store.list_generations()}
+    added = 0
+    if ws.generations_dir.is_dir():
+        for p in sorted(ws.generations_dir.glob("gen-*.yaml")):
+            m = load_manifest(p)
+            if m.id not in known:
+                store.put_generation(m)
+                added += 1
+    return added
 
 
 def check_config(cfg: HarnessConfig, contract: Contract, path: Path) -> None:

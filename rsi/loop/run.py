@@ -1,34 +1,45 @@
-"""`rsi run`: an ad-hoc job of every task x K attempts, N at a time, resumable.
+"""`rsi run`: a job of every arm x task x K attempts, N at a time, resumable, within a budget.
 
-The job and all its planned trials are written to the store before the first trial starts, so
-a `kill -9` loses at most the trials in flight; `--resume JOB` sweeps the job's leftover
-containers and runs only the trials that did not finish, each recorded exactly once.
+The job, its arms and all its planned trials are written to the store before the first trial
+starts, so a `kill -9` loses at most the trials in flight; `--resume JOB` sweeps the job's
+leftover containers and runs what did not finish (infra failures included: their attempts stay
+on record), each recorded exactly once. The job ends `interrupted`, with its reason, on Ctrl-C,
+on a spent budget, after N consecutive endpoint or daemon failures (the circuit breaker), or on an
+unexpected error; a `finally` makes sure it is never left `running`.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
+import signal
+import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 
+from rsi.core.arm import TrialSpec
+from rsi.core.budget import UNITS, Budget, BudgetUnit
 from rsi.core.digest import digest_obj
 from rsi.core.errors import ConfigError, InputError, RsiError
-from rsi.core.generation import GenerationManifest
-from rsi.core.harness_config import HarnessConfig
 from rsi.core.task import Task
-from rsi.core.trial import TrialResult, TrialStatus
+from rsi.core.trial import ErrorType, TrialResult, TrialStatus, is_infra
+from rsi.exec.base import Executor, TrialEvent
+from rsi.exec.grading import grading_policy
 from rsi.exec.local import EXECUTORS
-from rsi.exec.trial import TrialEnv, TrialPlan
+from rsi.exec.trial import TrialEnv
 from rsi.harness.agent import AGENTS
 from rsi.harness.builtin import load_agents
+from rsi.loop.arms import ArmPlan, arms_of_job, resolve_arms, trial_spec
 from rsi.loop.context import WorkspaceContext
 from rsi.sandbox.base import SandboxProvider
 from rsi.store.files import load_tasks
 from rsi.store.tables import JobRow, TrialRow
+
+BREAKER_TYPES = {ErrorType.MODEL_UNAVAILABLE.value, ErrorType.SANDBOX_ERROR.value}
 
 
 @dataclass
@@ -38,8 +49,12 @@ class RunRequest:
     attempts: int = 1
     concurrency: int = 1
     generation: str | None = None
+    generations: list[str] = field(default_factory=list)
+    configs: list[Path] = field(default_factory=list)
     resume: str | None = None
     executor: str = "local"
+    budget: float | None = None
+    budget_unit: str = "trials"
 
 
 @dataclass
@@ -48,16 +63,18 @@ class JobOutcome:
     trials: list[TrialRow]
     tasks: list[Task]
     interrupted: bool = False
+    reason: str | None = None
+    stop: str | None = None  # cancelled | breaker | budget | None
 
 
 class Progress:
-    """What the CLI hooks into: a total, then one call per finished trial."""
+    """What the CLI hooks into: a total, then one call per started and finished trial."""
 
     def start(self, total: int, done: int, job_id: str) -> None: ...
 
-    def trial_started(self, plan: TrialPlan) -> None: ...
+    def trial_started(self, spec: TrialSpec) -> None: ...
 
-    def trial_finished(self, plan: TrialPlan, result: TrialResult) -> None: ...
+    def trial_finished(self, spec: TrialSpec, result: TrialResult) -> None: ...
 
 
 def new_job_id() -> str:
@@ -68,8 +85,15 @@ def tasks_fingerprint(tasks: list[Task]) -> str:
     return digest_obj(sorted((t.name, t.digest) for t in tasks))
 
 
-def trial_id(job_id: str, task: str, attempt: int) -> str:
-    return f"{job_id}.{task}.{attempt}"
+def _check_request(req: RunRequest) -> None:
+    if req.attempts < 1:
+        raise InputError("--attempts", None, "must be at least 1")
+    if req.concurrency < 1:
+        raise InputError("--concurrency", None, "must be at least 1")
+    if req.budget is not None and req.budget <= 0:
+        raise InputError("--budget", None, "must be more than 0")
+    if req.budget_unit not in UNITS:
+        raise InputError("--unit", None, f"'{req.budget_unit}' is not one of {', '.join(UNITS)}")
 
 
 def run_job(
@@ -82,28 +106,35 @@ def run_job(
 ) -> JobOutcome:
     """Plan (or resume) a job, run its unfinished trials and return every trial row."""
     load_agents()
+    _check_request(req)
+    if req.agent is not None:
+        AGENTS.get(req.agent)  # an unknown name lists the known ones
     progress = progress or Progress()
-    if req.attempts < 1:
-        raise InputError("--attempts", None, "must be at least 1")
-    if req.concurrency < 1:
-        raise InputError("--concurrency", None, "must be at least 1")
-    store = ctx.store
-    contract = ctx.contract
-
-    existing: JobRow | None = None
-    if req.resume:
-        existing = store.get_job(req.resume)
-        paths = req.paths or [Path(p) for p in json.loads(existing.task_paths_json)]
-    else:
-        if not req.paths:
-            raise InputError("PATH", None, "give at least one task directory")
-        paths = req.paths
-    agent_name = req.agent or (existing.agent if existing else "oracle")
-    agent = AGENTS.create(agent_name)
+    store, contract = ctx.store, ctx.contract
+    existing = store.get_job(req.resume) if req.resume else None
+    if existing is None and not req.paths:
+        raise InputError("PATH", None, "give at least one task directory")
+    paths = req.paths or [Path(p) for p in json.loads(existing.task_paths_json)] if existing else req.paths
     tasks = load_tasks(paths)
-    generation: GenerationManifest = ctx.generation(req.generation or (existing.generation if existing else None))
-    config: HarnessConfig | None = ctx.harness_config_for(generation) if agent_name == "harness" else None
-    fingerprint = tasks_fingerprint(tasks)
+    for t in tasks:  # a task whose grading policy is invalid is refused before anything is written
+        grading_policy(t, contract)
+    if existing is not None:
+        arm_plans = arms_of_job(ctx, existing.id)
+        agents = sorted({p.arm.agent for p in arm_plans}) or [existing.agent]
+        if req.agent is not None and agents != [req.agent]:
+            raise ConfigError(f"--resume {existing.id}: the job ran agent '{', '.join(agents)}', not '{req.agent}'")
+        gens = sorted({p.arm.generation or "" for p in arm_plans})
+        asked = sorted(set(req.generations + ([req.generation] if req.generation else [])))
+        if asked and asked != gens:
+            raise ConfigError(f"--resume {existing.id}: the job ran generation {', '.join(gens)}, not {', '.join(asked)}")
+        if req.configs:
+            raise ConfigError(f"--resume {existing.id}: a resumed job keeps its arms; --config is not allowed")
+        if existing.tasks_fingerprint != tasks_fingerprint(tasks):
+            raise ConfigError(f"--resume {existing.id}: the tasks' contents differ from the job's (digests changed)")
+    else:
+        gens = list(req.generations) + ([req.generation] if req.generation else [])
+        arm_plans = resolve_arms(ctx, req.agent or "oracle", gens, list(req.configs))
+
     # The substrate must answer before anything is written: a refused job leaves no rows behind.
     from rsi.sandbox.base_image import resolve_base_image
     from rsi.sandbox.registry import get_provider
@@ -115,125 +146,238 @@ def run_job(
     if base_id is None:
         raise RsiError(f"base image {base_image} is missing; build it with `rsi sandbox build-base`", exit_code=1)
 
-    if existing is not None:
-        _check_resumable(existing, agent_name, generation, fingerprint, store.live_job_ids())
-
-    # Likewise the model endpoint: a server that will not start leaves no job behind.
-    with _model_endpoint(config, ctx) as endpoint:
-        store.put_tasks(tasks)
-
-        if existing is None:
-            job_id = _plan_job(ctx, req, agent_name, generation, config, tasks, paths)
+    store.acquire_driver()
+    job_id: str | None = None
+    try:
+        with _model_endpoint(arm_plans, ctx) as endpoint:
+            store.put_tasks(tasks)
+            if existing is None:
+                job_id = _plan_job(ctx, req, arm_plans, tasks, paths)
+            else:
+                store.claim_job(existing.id)  # refused while another process holds the job
+                job_id = existing.id
+                # Sweep this job's leftovers from the dead run, and only this job's.
+                provider.gc(set(), scope={job_id})
+            env = TrialEnv(provider=provider, contract=contract, base_image=base_image, base_image_id=base_id,
+                           model_endpoint=endpoint)
+            if trial_env_hook:
+                trial_env_hook(env)
+            budget = _budget(ctx, job_id, req)
+            specs = _pending_specs(ctx, job_id, arm_plans, tasks)
+            total = len(store.trials(job_id))
+            progress.start(total, total - len(specs), job_id)
+            stop, reason = _drive(ctx, job_id, specs, env, req, budget, progress)
+        left = store.unfinished_trials(job_id)
+        if stop is None and left:
+            stop, reason = "cancelled", "trials left unfinished"
+        if stop is None:
+            store.finish_job(job_id, "done")
         else:
-            job_id = existing.id
-            # Sweep this job's leftovers from the dead run, and only this job's: other jobs on the same
-            # daemon (other workspaces) are not ours to judge and may be running.
-            provider.gc(set(), scope={job_id})
-        store.claim_job(job_id)
+            store.mark_job_interrupted(job_id, reason or stop)
+        return JobOutcome(job=store.get_job(job_id), trials=store.trials(job_id), tasks=tasks,
+                          interrupted=stop is not None, reason=reason, stop=stop)
+    finally:
+        if job_id is not None and store.get_job(job_id).status == "running":
+            store.mark_job_interrupted(job_id, "the run ended unexpectedly")
+        store.release_driver()
 
-        by_name = {t.name: t for t in tasks}
-        pending = store.unfinished_trials(job_id)
-        plans = [
-            TrialPlan(
-                trial_id=r.id, job_id=job_id, task=by_name[r.task_name], attempt=r.attempt, trial_dir=Path(r.trial_dir)
-            )
-            for r in pending
-        ]
-        total = len(store.trials(job_id))
-        progress.start(total, total - len(plans), job_id)
 
-        interrupted = False
-        env = TrialEnv(
-            provider=provider,
-            contract=contract,
-            agent=agent,
-            base_image=base_image,
-            base_image_id=base_id,
-            generation=generation,
-            harness_config=config,
-            model_endpoint=endpoint,
-        )
-        if trial_env_hook:
-            trial_env_hook(env)
+def _budget(ctx: WorkspaceContext, job_id: str, req: RunRequest) -> Budget | None:
+    store = ctx.store
+    if req.budget is not None:
+        unit: BudgetUnit = req.budget_unit  # type: ignore[assignment]
+        row = store.set_budget(job_id, unit, req.budget)
+    else:
+        row = store.get_budget(job_id)
+    if row is None:
+        return None
+    return Budget(unit=row.unit, limit=row.limit, spent=row.spent)  # type: ignore[arg-type]
 
-        def on_start(plan: TrialPlan) -> None:
-            store.mark_running(plan.trial_id)
-            progress.trial_started(plan)
 
-        def on_result(plan: TrialPlan, result: TrialResult) -> None:
-            store.record_trial(result)
-            progress.trial_finished(plan, result)
-
-        try:
-            EXECUTORS.create(req.executor, req.concurrency).run(plans, env, on_start=on_start, on_result=on_result)
-        except KeyboardInterrupt:
-            interrupted = True
-    left = store.unfinished_trials(job_id)
-    store.finish_job(job_id, "interrupted" if (interrupted or left) else "done")
-    return JobOutcome(job=store.get_job(job_id), trials=store.trials(job_id), tasks=tasks, interrupted=interrupted)
-
+def _pending_specs(ctx: WorkspaceContext, job_id: str, arm_plans: list[ArmPlan], tasks: list[Task]) -> list[TrialSpec]:
+    """Specs of every trial that has not finished, and of every finished one that failed on infra
+    (re-runnable; its failed attempt is kept on record)."""
+    store = ctx.store
+    by_name = {t.name: t for t in tasks}
+    by_arm = {p.arm.id: p for p in arm_plans}
+    specs = []
+    for row in store.trials(job_id):
+        if row.status == TrialStatus.DONE.value:
+            if not (is_infra(row.error_type) and row.error_type != ErrorType.CANCELLED.value):
+                continue
+            store.record_infra_attempt(row.id, row.error_type or "", row.error_message or "")
+        plan = by_arm.get(row.arm_id or "") or (arm_plans[0] if len(arm_plans) == 1 else None)
+        if plan is None:
+            raise ConfigError(f"job {job_id}: trial {row.id} names arm {row.arm_id}, which the store does not hold")
+        spec = trial_spec(job_id, by_name[row.task_name], plan, row.attempt, Path(row.trial_dir))
+        specs.append(spec.model_copy(update={"trial_id": row.id}))
+    return specs
 
 
 def _plan_job(
-    ctx: WorkspaceContext,
-    req: RunRequest,
-    agent: str,
-    generation: GenerationManifest,
-    config: HarnessConfig | None,
-    tasks: list[Task],
-    paths: list[Path],
+    ctx: WorkspaceContext, req: RunRequest, arm_plans: list[ArmPlan], tasks: list[Task], paths: list[Path]
 ) -> str:
-    """Write a new job and every task x attempt as a pending trial, in one transaction."""
+    """Write a new job, its arms and every arm x task x attempt as a pending trial, in one transaction."""
     job_id = new_job_id()
-    rows = [
-        TrialRow(
-            id=trial_id(job_id, t.name, a),
-            job_id=job_id,
-            task_name=t.name,
-            task_digest=t.digest,
-            generation=generation.id,
-            agent=agent,
-            attempt=a,
-            status=TrialStatus.PENDING.value,
-            trial_dir=str(ctx.ws.job_dir(job_id) / f"{t.name}.{a}"),
-        )
-        for t in tasks
-        for a in range(1, req.attempts + 1)
-    ]
+    job_dir = ctx.ws.job_dir(job_id)
+    rows = []
+    for p in arm_plans:
+        for t in tasks:
+            for a in range(1, req.attempts + 1):
+                trial_dir = job_dir / f"{t.name}.{p.arm.id}.{a}"
+                spec = trial_spec(job_id, t, p, a, trial_dir)
+                rows.append(TrialRow(
+                    id=spec.trial_id, job_id=job_id, task_name=t.name, task_digest=t.digest,
+                    generation=p.arm.generation, agent=p.arm.agent, attempt=a, status=TrialStatus.PENDING.value,
+                    trial_dir=str(trial_dir), arm_id=p.arm.id, variant=p.arm.variant, split=t.split,
+                    harness_config_digest=p.arm.config_digest,
+                ))
+    first = arm_plans[0].arm
     ctx.store.create_job(
         job_id,
-        agent=agent,
-        generation=generation.id,
-        harness_config_digest=config.digest() if config else None,
+        agent=first.agent if len({p.arm.agent for p in arm_plans}) == 1 else "mixed",
+        generation=first.generation,
+        harness_config_digest=first.config_digest,
         attempts=req.attempts,
         concurrency=req.concurrency,
         task_paths=[str(p.resolve()) for p in paths],
         tasks_fingerprint=tasks_fingerprint(tasks),
         trials=rows,
+        phase="run",
+        arms=[p.arm for p in arm_plans],
     )
+    ctx.store.claim_job(job_id)
     return job_id
-
-def _check_resumable(
-    job: JobRow, agent: str, generation: GenerationManifest, fingerprint: str, live: set[str]
-) -> None:
-    if job.id in live:
-        raise ConfigError(f"job {job.id} is still running (pid {job.owner_pid}); stop it before resuming")
-    if job.agent != agent:
-        raise ConfigError(f"--resume {job.id}: the job ran agent '{job.agent}', not '{agent}'")
-    if job.generation != generation.id:
-        raise ConfigError(f"--resume {job.id}: the job ran generation {job.generation}, not {generation.id}")
-    if job.tasks_fingerprint != fingerprint:
-        raise ConfigError(f"--resume {job.id}: the tasks' contents differ from the job's (digests changed)")
 
 
 @contextmanager
-def _model_endpoint(config: HarnessConfig | None, ctx: WorkspaceContext) -> Iterator[str | None]:
-    if config is None:
-        with nullcontext():
-            yield None
+def _stop_signals(stop: threading.Event) -> Iterator[None]:
+    """Ctrl-C / SIGTERM set `stop` (the driver winds down within seconds); a second one raises."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
         return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _drive(
+    ctx: WorkspaceContext,
+    job_id: str,
+    specs: list[TrialSpec],
+    env: TrialEnv,
+    req: RunRequest,
+    budget: Budget | None,
+    progress: Progress,
+) -> tuple[str | None, str | None]:
+    """Feed the executor and record what comes back; return (stop kind, reason) or (None, None)."""
+    store, grading = ctx.store, ctx.contract.grading
+    stop_requested = threading.Event()
+    ex: Executor = EXECUTORS.create(
+        req.executor, env, req.concurrency, gate=(lambda _s: budget.try_start()) if budget else None
+    )
+    stop: str | None = None
+    reason: str | None = None
+    failure: str | None = None
+    consecutive: list[TrialResult] = []
+
+    def record(ev: TrialEvent) -> None:
+        nonlocal stop, reason, failure
+        if ev.kind == "started":
+            store.mark_running(ev.spec.trial_id)
+            progress.trial_started(ev.spec)
+            return
+        if budget is not None:
+            cost = budget.settle(ev.result if ev.kind == "finished" else None)
+            if cost:
+                store.charge_budget(job_id, cost)
+        if ev.kind == "failed":
+            failure = ev.error or "unknown error"
+            return
+        if ev.kind != "finished" or ev.result is None:
+            return
+        store.record_trial(ev.result)
+        progress.trial_finished(ev.spec, ev.result)
+        if ev.result.error_type is not None and ev.result.error_type.value in BREAKER_TYPES:
+            consecutive.append(ev.result)
+        elif not is_infra(ev.result.error_type):
+            consecutive.clear()
+        if len(consecutive) >= grading.infra_circuit_breaker and stop is None:
+            last = consecutive[-1]
+            stop = "breaker"
+            reason = (
+                f"stopped after {len(consecutive)} consecutive infra failures "
+                f"({last.error_type}: {(last.error_message or '')[:200]}); fix the endpoint or the Docker daemon "
+                f"(`rsi doctor`), then `rsi run --resume {job_id}`"
+            )
+
+    try:
+        with _stop_signals(stop_requested):
+            for spec in specs:
+                ex.submit(spec)
+            try:
+                while ex.busy() and stop is None and failure is None:
+                    if stop_requested.is_set():
+                        raise KeyboardInterrupt
+                    ev = ex.next_event(timeout=0.5)
+                    if ev is not None:
+                        record(ev)
+            except KeyboardInterrupt:
+                stop, reason = "cancelled", f"interrupted; finish it with `rsi run --resume {job_id}`"
+            if stop is None and failure is None and ex.blocked():
+                assert budget is not None
+                stop = "budget"
+                reason = (f"budget spent ({budget.spent:g} of {budget.limit:g} {budget.unit}); continue with "
+                          f"`rsi run --resume {job_id} --budget N`")
+    finally:
+        if stop is not None or failure is not None or ex.busy():
+            ex.cancel(grace=10.0)
+            env.provider.gc(set(), scope={job_id})  # anything a straggler made after the cancel
+        while (ev := ex.next_event(timeout=0)) is not None:
+            if ev.kind != "started":
+                record(ev)
+        close = getattr(ex, "close", None)
+        if close is not None:
+            close()
+    if failure is not None:
+        log = ctx.ws.logs_dir / f"{job_id}-error.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(failure)
+        store.mark_job_interrupted(job_id, "internal error: " + failure.strip().splitlines()[-1][:300])
+        raise RsiError(f"job {job_id} stopped on an unexpected error: {failure.strip().splitlines()[-1][:300]} "
+                       f"(traceback in {log}); resume with `rsi run --resume {job_id}`")
+    return stop, reason
+
+
+@contextmanager
+def _model_endpoint(arm_plans: list[ArmPlan], ctx: WorkspaceContext) -> Iterator[str | None]:
+    configs = [p.config for p in arm_plans if p.config is not None]
+    if not configs:
+        yield None
+        return
+    endpoints = sorted({c.model.endpoint for c in configs})
+    if len(endpoints) > 1:
+        raise ConfigError(f"the job's harness configs name different model endpoints ({', '.join(endpoints)}); "
+                          "run them in separate jobs")
+    from rsi.models.adapters import check_adapter_files, ensure_adapters
     from rsi.models.embedded import ensure_server
 
+    gens = [p.generation for p in arm_plans if p.config is not None]
+    for g in gens:  # a missing adapter is an error before the job starts, not a trial outcome
+        check_adapter_files(g, ctx.ws.root)
     ctx.ws.logs_dir.mkdir(parents=True, exist_ok=True)
-    with ensure_server(config.model.endpoint, log_path=ctx.ws.logs_dir / "model-server.log") as (url, _started):
+    with ensure_server(endpoints[0], log_path=ctx.ws.logs_dir / "model-server.log") as (url, _started):
+        ensure_adapters(url, gens, ctx.ws.root)
         yield url
+
+
+__all__ = ["JobOutcome", "Progress", "RunRequest", "run_job"]

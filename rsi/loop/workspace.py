@@ -11,7 +11,7 @@ import yaml
 from rsi.core.errors import InputError
 from rsi.core.generation import BaseModelRef, GenerationManifest, GenerationState, HarnessRef, generation_id
 from rsi.core.workspace import WorkspaceSettings
-from rsi.loop.context import WorkspaceContext, check_config
+from rsi.loop.context import WorkspaceContext, check_config, sync_generations
 from rsi.store.bundled import bundled_contract, bundled_harness_configs, bundled_tasks
 from rsi.store.files import load_harness_config, load_manifest, write_atomic, write_yaml_model
 from rsi.store.workspace import SETTINGS_FILE, Workspace
@@ -69,27 +69,16 @@ def init_workspace(root: Path, *, starter_tasks: bool = True) -> GenerationManif
     if not ws.settings_path.exists():
         write_atomic(ws.settings_path, yaml.safe_dump(WorkspaceSettings().model_dump(mode="json"), sort_keys=False))
     ctx = WorkspaceContext(ws)
-    sync_generations(ctx)
+    sync_generations(ctx.store, ws)
     manifest_path = ws.generations_dir / f"{generation_id(0)}.yaml"
     if manifest_path.exists():
         return load_manifest(manifest_path)
     m = gen0_manifest(ctx)
     write_yaml_model(manifest_path, m)
     ctx.store.put_generation(m)
+    ctx.register_config(load_harness_config(ctx.ws.resolve(ctx.settings.harness_config)),
+                        source=str(ctx.ws.resolve(ctx.settings.harness_config)))
     return m
-
-
-def sync_generations(ctx: WorkspaceContext) -> int:
-    """Register manifests under generations/ that the database lacks (a fresh clone of a workspace)."""
-    known = {g.id for g in ctx.store.list_generations()}
-    added = 0
-    if ctx.ws.generations_dir.is_dir():
-        for p in sorted(ctx.ws.generations_dir.glob("gen-*.yaml")):
-            m = load_manifest(p)
-            if m.id not in known:
-                ctx.store.put_generation(m)
-                added += 1
-    return added
 
 
 __all__ = ["init_workspace", "sync_generations", "SETTINGS_FILE"]

@@ -71,6 +71,9 @@ class ChatResult:
     model: str
     latency_sec: float
     raw: dict[str, Any] = field(repr=False)
+    # Seconds the server held the request in its queue before generating (the embedded server
+    # reports it in the `x-queue-seconds` header; 0 where a server does not say).
+    queue_sec: float = 0.0
 
 
 def _error_message(resp: httpx.Response) -> str:
@@ -167,11 +170,19 @@ class ChatClient:
         return resp
 
     def _request(
-        self, method: str, url: str, body: dict[str, Any] | None = None, *, raise_404: bool = True
+        self,
+        method: str,
+        url: str,
+        body: dict[str, Any] | None = None,
+        *,
+        raise_404: bool = True,
+        deadline: float | None = None,
     ) -> httpx.Response:
         """Send with retries on transient failures; raise ModelRequestError on other 4xx.
 
-        With `raise_404=False` a 404 is returned to the caller (for route fallbacks).
+        With `raise_404=False` a 404 is returned to the caller (for route fallbacks). With a
+        `deadline` (time.monotonic()), no retry starts, and no back-off sleeps, past it: the
+        client's retries never outlast the agent's remaining budget.
         """
 
         def give_up(state: RetryCallState) -> None:
@@ -181,9 +192,16 @@ class ChatClient:
                 f"{type(exc).__name__}: {exc}"
             ) from exc
 
+        backoff = wait_exponential(multiplier=self.backoff_initial, max=self.backoff_max)
+
+        def out_of_time(state: RetryCallState) -> bool:
+            if deadline is None:
+                return False
+            return time.monotonic() + backoff(state) >= deadline
+
         retrying = Retrying(
-            stop=stop_after_attempt(self.max_attempts),
-            wait=wait_exponential(multiplier=self.backoff_initial, max=self.backoff_max),
+            stop=stop_after_attempt(self.max_attempts) | out_of_time,
+            wait=backoff,
             retry=retry_if_exception_type((httpx.TransportError, _Transient)),
             retry_error_callback=give_up,
             reraise=False,
@@ -209,8 +227,11 @@ class ChatClient:
         max_tokens: int = 256,
         stop: list[str] | None = None,
         seed: int | None = None,
+        deadline: float | None = None,
     ) -> ChatResult:
-        """One chat completion (no streaming). `model` names the base or a loaded adapter."""
+        """One chat completion (no streaming). `model` names the base or a loaded adapter.
+
+        `deadline` (time.monotonic()) bounds the retries: none starts past it."""
         body: dict[str, Any] = {
             "model": model,
             "messages": messages,
@@ -225,8 +246,12 @@ class ChatClient:
         if seed is not None:
             body["seed"] = seed
         t0 = time.monotonic()
-        resp = self._request("POST", self._url("chat/completions"), body)
+        resp = self._request("POST", self._url("chat/completions"), body, deadline=deadline)
         latency = time.monotonic() - t0
+        try:
+            queue_sec = max(0.0, float(resp.headers.get("x-queue-seconds", "0")))
+        except ValueError:
+            queue_sec = 0.0
         try:
             data = resp.json()
             choice = data["choices"][0]
@@ -241,6 +266,7 @@ class ChatClient:
             model=str(data.get("model") or model),
             latency_sec=latency,
             raw=data,
+            queue_sec=queue_sec,
         )
 
     def list_models(self) -> list[str]:

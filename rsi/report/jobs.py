@@ -22,20 +22,34 @@ class TaskSummary:
     graded: int  # attempts minus infra errors
     mean_reward: float | None
     errors: dict[str, int] = field(default_factory=dict)
+    holdout: bool = False
 
 
 @dataclass
-class JobSummary:
-    job_id: str
+class ArmSummary:
+    arm_id: str
+    label: str
     tasks: list[TaskSummary]
-    k: int
     pass_at_1: float
     pass_at_k: float
     trials: int
     infra_errors: int
 
 
-def summarize(job: JobRow, trials: list[TrialRow]) -> JobSummary:
+@dataclass
+class JobSummary:
+    job_id: str
+    tasks: list[TaskSummary]  # every arm's tasks (one arm: that arm's)
+    k: int
+    pass_at_1: float
+    pass_at_k: float
+    trials: int
+    infra_errors: int
+    arms: list[ArmSummary] = field(default_factory=list)
+    holdout_tasks: int = 0
+
+
+def _summarize_tasks(trials: list[TrialRow], k: int) -> tuple[list[TaskSummary], float, float, int]:
     by_task: dict[str, list[TrialRow]] = {}
     for t in trials:
         by_task.setdefault(t.task_name, []).append(t)
@@ -58,19 +72,51 @@ def summarize(job: JobRow, trials: list[TrialRow]) -> JobSummary:
                 graded=len(graded),
                 mean_reward=sum(rewards) / len(rewards) if rewards else None,
                 errors=dict(errors),
+                holdout=any(t.split == "holdout" for t in ts),
             )
         )
         if graded:
             p1.append(pass_at_k(len(graded), passes, 1))
-            pk.append(pass_at_k(len(graded), passes, job.attempts))
+            pk.append(pass_at_k(len(graded), passes, k))
+    return rows, _mean(p1), _mean(pk), infra
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def arm_label(t: TrialRow) -> str:
+    parts = [t.agent]
+    if t.generation:
+        parts.append(t.generation)
+    if t.harness_config_digest:
+        parts.append(t.harness_config_digest[:8])
+    if t.variant:
+        parts.append(t.variant)
+    return " ".join(parts)
+
+
+def summarize(job: JobRow, trials: list[TrialRow]) -> JobSummary:
+    """Per arm (agent, generation, config, variant) and overall; holdout tasks are marked."""
+    by_arm: dict[str, list[TrialRow]] = {}
+    for t in trials:
+        by_arm.setdefault(t.arm_id or "-", []).append(t)
+    arms = []
+    for arm_id, ts in by_arm.items():
+        rows, p1, pk, infra = _summarize_tasks(ts, job.attempts)
+        arms.append(ArmSummary(arm_id=arm_id, label=arm_label(ts[0]), tasks=rows, pass_at_1=p1, pass_at_k=pk,
+                               trials=len(ts), infra_errors=infra))
+    rows, p1, pk, infra = _summarize_tasks(trials, job.attempts)
     return JobSummary(
         job_id=job.id,
         tasks=rows,
         k=job.attempts,
-        pass_at_1=sum(p1) / len(p1) if p1 else 0.0,
-        pass_at_k=sum(pk) / len(pk) if pk else 0.0,
+        pass_at_1=p1,
+        pass_at_k=pk,
         trials=len(trials),
         infra_errors=infra,
+        arms=arms,
+        holdout_tasks=sum(1 for r in rows if r.holdout),
     )
 
 
@@ -88,7 +134,13 @@ def trial_json(t: TrialRow) -> dict[str, Any]:
         "infra_retries": t.infra_retries,
         "agent": t.agent,
         "generation": t.generation,
-        "timings": {"build": t.t_build, "agent": t.t_agent, "verify": t.t_verify, "total": t.t_total},
+        "arm": t.arm_id,
+        "variant": t.variant,
+        "split": t.split,
+        "integrity": t.integrity,
+        "verifier_exit_code": t.verifier_exit_code,
+        "timings": {"build": t.t_build, "agent": t.t_agent, "model_queue": t.t_queue, "snapshot": t.t_snapshot,
+                    "verify": t.t_verify, "total": t.t_total},
         "tokens": {"prompt": t.prompt_tokens, "completion": t.completion_tokens, "cached": t.cached_tokens},
         "model_name": t.model_name,
         "harness_config_digest": t.harness_config_digest,
@@ -108,5 +160,12 @@ def job_json(job: JobRow, trials: list[TrialRow]) -> dict[str, Any]:
         f"pass_at_{s.k}": s.pass_at_k,
         "pass_at_k": s.pass_at_k,
         "infra_errors": s.infra_errors,
+        "interrupted_reason": job.interrupted_reason,
+        "holdout_tasks": s.holdout_tasks,
+        "arms": [
+            {"arm": a.arm_id, "label": a.label, "pass_at_1": a.pass_at_1, "pass_at_k": a.pass_at_k,
+             "trials": a.trials, "infra_errors": a.infra_errors}
+            for a in s.arms
+        ],
         "trials": [trial_json(t) for t in trials],
     }

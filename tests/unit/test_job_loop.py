@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,8 @@ import pytest
 
 from rsi.core.errors import ConfigError
 from rsi.core.trial import ErrorType, TrialResult, is_infra
-from rsi.exec.trial import TrialEnv, TrialPlan
+from rsi.core.arm import TrialSpec
+from rsi.exec.trial import TrialEnv
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.run import JobOutcome, Progress, RunRequest, run_job
 from rsi.report.jobs import summarize
@@ -47,11 +49,17 @@ def _dead_pid() -> int:
     return p.pid
 
 
+def _tid(ctx: WorkspaceContext, job_id: str, task: str, attempt: int = 1) -> str:
+    """The id of a job's trial of `task` (one arm) and attempt; ids include the arm."""
+    (row,) = [t for t in ctx.store.trials(job_id) if t.task_name == task and t.attempt == attempt]
+    return row.id
+
+
 def _simulate_kill(ctx: WorkspaceContext, job_id: str, trial_ids: list[str], status: str = "pending") -> None:
     """What a kill -9 leaves: the job 'running' under a dead pid, some trials never recorded."""
     with ctx.store.session() as s:
         job = s.get(JobRow, job_id)
-        job.status, job.owner_pid, job.finished_at = "running", _dead_pid(), None
+        job.status, job.owner_pid, job.finished_at = "running", _dead_pid(), None  # its lock died with it
         s.add(job)
         for tid in trial_ids:
             t = s.get(TrialRow, tid)
@@ -123,7 +131,7 @@ class _InterruptAfter(Progress):
     def __init__(self, n: int) -> None:
         self.n = n
 
-    def trial_finished(self, plan: TrialPlan, result: TrialResult) -> None:
+    def trial_finished(self, spec: TrialSpec, result: TrialResult) -> None:
         self.n -= 1
         if self.n == 0:
             raise KeyboardInterrupt
@@ -153,7 +161,7 @@ def test_resume_refuses_another_agent(
     tasks = tmp_path / "tasks"
     make_tasks(tasks, 2)
     job = _run(workspace, provider, paths=[tasks], agent="oracle").job.id
-    _simulate_kill(workspace, job, [f"{job}.t01.1"])
+    _simulate_kill(workspace, job, [_tid(workspace, job, "t01")])
     provider.starts = 0
     with pytest.raises(ConfigError, match="agent 'oracle', not 'nop'") as e:
         _run(workspace, provider, paths=[], agent="nop", resume=job)
@@ -168,7 +176,7 @@ def test_resume_refuses_another_generation(
     tasks = tmp_path / "tasks"
     make_tasks(tasks, 1)
     job = _run(workspace, provider, paths=[tasks], agent="oracle").job.id
-    _simulate_kill(workspace, job, [f"{job}.t00.1"])
+    _simulate_kill(workspace, job, [_tid(workspace, job, "t00")])
     gen0 = workspace.store.get_generation("gen-0000")
     workspace.store.put_generation(gen0.model_copy(update={"id": "gen-0001", "parent": "gen-0000"}))
     with pytest.raises(ConfigError, match="generation gen-0000, not gen-0001"):
@@ -182,7 +190,7 @@ def test_resume_refuses_changed_task(
     tasks = tmp_path / "tasks"
     (t0,) = make_tasks(tasks, 1)
     job = _run(workspace, provider, paths=[tasks], agent="oracle").job.id
-    _simulate_kill(workspace, job, [f"{job}.t00.1"])
+    _simulate_kill(workspace, job, [_tid(workspace, job, "t00")])
     (t0 / "tests" / "test.sh").write_text("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
     with pytest.raises(ConfigError, match="digests changed"):
         _run(workspace, provider, paths=[], agent="oracle", resume=job)
@@ -195,19 +203,22 @@ def test_resume_refuses_a_job_whose_owner_is_alive(
     tasks = tmp_path / "tasks"
     make_tasks(tasks, 1)
     job = _run(workspace, provider, paths=[tasks], agent="oracle").job.id
-    _simulate_kill(workspace, job, [f"{job}.t00.1"])
-    owner = subprocess.Popen(["sleep", "30"])
+    _simulate_kill(workspace, job, [_tid(workspace, job, "t00")])
+    # Another process owns the job: it holds the job's lock file (what a live `rsi run` does).
+    lock = workspace.store.lock_dir / f"{job}.lock"
+    owner = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a'); "
+         "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(30)", str(lock)],
+        stdout=subprocess.PIPE, text=True,
+    )
     try:
-        with workspace.store.session() as s:
-            row = s.get(JobRow, job)
-            row.owner_pid = owner.pid
-            s.add(row)
-            s.commit()
+        assert owner.stdout is not None and owner.stdout.readline().strip() == "held"
         with pytest.raises(ConfigError, match="still running"):
             _run(workspace, provider, paths=[], agent="oracle", resume=job)
     finally:
         owner.kill()
         owner.wait()
+    assert workspace.store.get_job(job).status != "done"
 
 
 def test_sandbox_error_is_retried_then_recorded_as_infra(workspace: WorkspaceContext, tmp_path: Path) -> None:

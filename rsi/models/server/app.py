@@ -42,9 +42,11 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 — stdlib signature
         log.info("%s %s", self.address_string(), format % args)
 
-    def _send(self, status: int, body: dict[str, Any]) -> None:
+    def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()
         self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -120,6 +122,8 @@ class _Handler(BaseHTTPRequestHandler):
                     "total_tokens": res.prompt_tokens + res.completion_tokens,
                 },
             },
+            # Time the request waited for the engine: the harness does not charge it to the agent.
+            headers={"X-Queue-Seconds": f"{res.queue_sec:.3f}"},
         )
 
     @staticmethod

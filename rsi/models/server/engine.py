@@ -19,6 +19,7 @@ import os
 import queue
 import shutil
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,11 +149,13 @@ class GenResult:
     finish_reason: str
     prompt_tokens: int
     completion_tokens: int
+    queue_sec: float = 0.0  # waited in the queue before its batch started
 
 
 @dataclass
 class _Job:
     request: GenRequest
+    queued_at: float = field(default_factory=time.monotonic)
     done: threading.Event = field(default_factory=threading.Event)
     result: GenResult | None = None
     prompt: str = ""
@@ -319,9 +322,11 @@ class Engine:
                     (batch if nxt.request.greedy else held).append(nxt)
             try:
                 with self._lock:
+                    began = time.monotonic()
                     batch = self._admit(batch)
                     results = self._generate_batch([(j.request, j.prompt) for j in batch]) if batch else []
                 for job, res in zip(batch, results, strict=True):
+                    res.queue_sec = max(0.0, began - job.queued_at)
                     job.result = res
             except BaseException as e:  # noqa: BLE001 — handed to the waiting request threads
                 for job in batch:

@@ -1,0 +1,88 @@
+"""Which arms a job runs, and the trial specs they make.
+
+An arm is (agent, generation, config digest, variant label). `rsi run` makes one arm per
+generation x config (`--gen` and `--config` repeat), so two configs of one generation, or a
+parent and its candidate, run side by side on the same tasks in one job. A resumed job gets its
+arms back from the store, with every config by digest, so editing a file never changes a plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rsi.core.arm import Arm, TrialSpec, make_trial_id
+from rsi.core.errors import InputError
+from rsi.core.generation import GenerationManifest
+from rsi.core.harness_config import HarnessConfig
+from rsi.core.task import Task
+from rsi.loop.context import WorkspaceContext, check_config
+from rsi.store.files import load_harness_config
+
+
+@dataclass
+class ArmPlan:
+    """One arm with what its trials need: the generation manifest and the config (if any)."""
+
+    arm: Arm
+    generation: GenerationManifest
+    config: HarnessConfig | None = None
+
+
+def resolve_arms(
+    ctx: WorkspaceContext, agent: str, generations: list[str], configs: list[Path]
+) -> list[ArmPlan]:
+    """One arm per generation x config; a config file is stored by digest before it is used."""
+    gens = [ctx.generation(g) for g in generations] or [ctx.generation(None)]
+    if agent != "harness":
+        if configs:
+            raise InputError("--config", None, f"only the harness agent runs a harness config, not '{agent}'")
+        return [ArmPlan(Arm(agent=agent, generation=g.id), g) for g in _unique(gens)]
+    plans: list[ArmPlan] = []
+    for g in _unique(gens):
+        if configs:
+            for path in configs:
+                cfg = load_harness_config(path)
+                check_config(cfg, ctx.contract, path)
+                digest = ctx.register_config(cfg, source=str(path.resolve()))
+                plans.append(ArmPlan(Arm(agent=agent, generation=g.id, config_digest=digest), g, cfg))
+        else:
+            cfg = ctx.harness_config_for(g)
+            plans.append(ArmPlan(Arm(agent=agent, generation=g.id, config_digest=cfg.digest()), g, cfg))
+    seen: set[str] = set()
+    return [p for p in plans if not (p.arm.id in seen or seen.add(p.arm.id))]  # type: ignore[func-returns-value]
+
+
+def arms_of_job(ctx: WorkspaceContext, job_id: str) -> list[ArmPlan]:
+    """A planned job's arms, configs loaded by digest from the store."""
+    out = []
+    for arm in ctx.store.arms_of_job(job_id):
+        gen = ctx.generation(arm.generation) if arm.generation else ctx.generation(None)
+        cfg = None
+        if arm.config_digest:
+            cfg = ctx.config_by_digest(arm.config_digest)
+            check_config(cfg, ctx.contract, Path(f"config {arm.config_digest[:12]}"))
+        out.append(ArmPlan(arm, gen, cfg))
+    return out
+
+
+def trial_spec(job_id: str, task: Task, plan: ArmPlan, attempt: int, trial_dir: Path) -> TrialSpec:
+    return TrialSpec(
+        trial_id=make_trial_id(job_id, task.name, plan.arm, attempt),
+        job_id=job_id,
+        task_name=task.name,
+        task_digest=task.digest,
+        task_path=task.path,
+        arm=plan.arm,
+        attempt=attempt,
+        trial_dir=str(trial_dir),
+        config=plan.config.model_dump(mode="json") if plan.config is not None else None,
+        generation=plan.generation.model_dump(mode="json"),
+    )
+
+
+def _unique(gens: list[GenerationManifest]) -> list[GenerationManifest]:
+    seen: dict[str, GenerationManifest] = {}
+    for g in gens:
+        seen.setdefault(g.id, g)
+    return list(seen.values())
