@@ -1,4 +1,8 @@
-"""Sandbox providers by name: `docker` (the real one) and `fake` (local directories, for tests)."""
+"""Sandbox providers by name: `docker` (the real one).
+
+The `fake` provider (rsi/sandbox/fake.py) runs commands on the host with no isolation at all, so it
+is never selectable from `rsi.yaml`: only the tests register it (`register_fake_provider()`).
+"""
 
 from __future__ import annotations
 
@@ -18,11 +22,15 @@ def _docker(**kwargs: Any) -> SandboxProvider:
     return DockerSandboxProvider(**kwargs)
 
 
-@SANDBOX_PROVIDERS.register("fake")
-def _fake(**kwargs: Any) -> SandboxProvider:
-    from rsi.sandbox.fake import FakeSandboxProvider
+def register_fake_provider() -> None:
+    """Make `fake` selectable by name. For tests only: it executes commands on the host."""
 
-    return FakeSandboxProvider(**kwargs)
+    def _fake(**kwargs: Any) -> SandboxProvider:
+        from rsi.sandbox.fake import FakeSandboxProvider
+
+        return FakeSandboxProvider(**kwargs)
+
+    SANDBOX_PROVIDERS.add("fake", _fake)
 
 
 def get_provider(name: str = "docker", **kwargs: Any) -> SandboxProvider:

@@ -1,14 +1,14 @@
 """Integration prerequisites: a real Docker daemon with the base image, a real model.
 
 Tests marked `docker` / `model` get the matching session fixture automatically. A missing
-prerequisite FAILS the test when RSI_REQUIRE_INTEGRATION=1 (CI installs everything, so a gap
-there is a bug) and skips it with the reason otherwise. After the docker tests, the session
-fails if any container labelled `rsi.trial` that this session's jobs made is still there.
+prerequisite FAILS the test, with what to install, unless the user opts out explicitly with
+RSI_SKIP_INTEGRATION=1 (then it skips with the reason). Integration tests never skip silently.
+After the docker tests, the session fails if any container labelled `rsi.trial` that this
+session's jobs made is still there.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -17,21 +17,11 @@ from pathlib import Path
 import pytest
 
 from rsi.sandbox.base_image import resolve_base_image
+from tests.prereq import unavailable
 
 BASE_IMAGE = resolve_base_image(None)  # rsi-base:bookworm unless RSI_BASE_IMAGE says otherwise
 # Jobs that tests create without a workspace DB use ids with this prefix, so the leftover check finds them.
 TEST_JOB_PREFIX = "rsi-itest-"
-
-
-def require_integration() -> bool:
-    return os.environ.get("RSI_REQUIRE_INTEGRATION") == "1"
-
-
-def unavailable(reason: str) -> None:
-    """Fail in CI (RSI_REQUIRE_INTEGRATION=1), skip with `reason` elsewhere."""
-    if require_integration():
-        pytest.fail(f"integration prerequisite missing (RSI_REQUIRE_INTEGRATION=1): {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 def _job_ids_under(root: Path) -> set[str]:

@@ -6,7 +6,6 @@ with this run's job id and the module asserts at the end that none is left.
 
 from __future__ import annotations
 
-import os
 import secrets
 import threading
 import time
@@ -18,6 +17,7 @@ import pytest
 from rsi.sandbox.base import LABEL_JOB, LABEL_KIND, BuildError, SandboxError, SandboxSpec
 from rsi.sandbox.base_image import base_image_present, import_rootfs
 from rsi.sandbox.docker import DockerSandbox, DockerSandboxProvider
+from tests.prereq import unavailable
 from tests.sandbox_conformance import SandboxConformance
 
 pytestmark = pytest.mark.docker
@@ -28,9 +28,7 @@ DOCKERFILE = "ARG BASE_IMAGE=python:3.12-slim\nFROM ${BASE_IMAGE}\nENV PATH=/opt
 
 
 def _unavailable(reason: str) -> None:
-    if os.environ.get("RSI_REQUIRE_INTEGRATION") == "1":
-        pytest.fail(reason)
-    pytest.skip(reason)
+    unavailable(reason)
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from rsi.core.errors import NotFoundError
+from rsi.loop.context import WorkspaceContext
 from rsi.sandbox.base import LABEL_JOB, Sandbox, SandboxError, SandboxProvider, SandboxSpec
 from rsi.sandbox.fake import FakeSandbox, FakeSandboxProvider
-from rsi.sandbox.registry import SANDBOX_PROVIDERS, get_provider
+from rsi.sandbox.registry import get_provider, register_fake_provider
 from tests.sandbox_conformance import SandboxConformance
+from tests.taskgen import make_tasks
 
 
 @pytest.fixture
@@ -29,12 +33,31 @@ class TestFakeConformance(SandboxConformance):
     pass
 
 
-def test_registry_knows_both_providers() -> None:
-    assert SANDBOX_PROVIDERS.names() == ["docker", "fake"]
+def test_the_fake_is_not_selectable_unless_a_test_registers_it() -> None:
+    # A fresh interpreter, as `rsi` is: `fake` (host execution) is unknown, the error lists `docker`.
+    code = (
+        "from rsi.sandbox.registry import get_provider\n"
+        "try:\n    get_provider('fake')\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "NotFoundError unknown sandbox provider 'fake'; known: docker"
+    register_fake_provider()
     assert isinstance(get_provider("fake"), FakeSandboxProvider)
     assert get_provider("docker").name == "docker"  # built lazily: no daemon needed here
     with pytest.raises(NotFoundError, match="docker, fake"):
         get_provider("podman")
+
+
+def test_rsi_yaml_cannot_select_the_fake(workspace: WorkspaceContext, tmp_path: Path) -> None:
+    settings = workspace.ws.settings_path
+    settings.write_text(settings.read_text().replace("provider: docker", "provider: fake"))
+    make_tasks(tmp_path / "tasks", 1)
+    code = "import sys; from rsi.cli.app import main; sys.argv[0] = 'rsi'; main()"
+    r = subprocess.run([sys.executable, "-c", code, "-w", str(workspace.ws.root), "run", str(tmp_path / "tasks")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert "unknown sandbox provider 'fake'; known: docker" in r.stderr
+    assert workspace.store.list_jobs() == []
 
 
 def test_ensure_image_reports_reuse(provider: FakeSandboxProvider, tmp_path: Path) -> None:
