@@ -126,7 +126,9 @@ def run_job(
         gens = sorted({p.arm.generation or "" for p in arm_plans})
         asked = sorted(set(req.generations + ([req.generation] if req.generation else [])))
         if asked and asked != gens:
-            raise ConfigError(f"--resume {existing.id}: the job ran generation {', '.join(gens)}, not {', '.join(asked)}")
+            raise ConfigError(
+                f"--resume {existing.id}: the job ran generation {', '.join(gens)}, not {', '.join(asked)}"
+            )
         if req.configs:
             raise ConfigError(f"--resume {existing.id}: a resumed job keeps its arms; --config is not allowed")
         if existing.tasks_fingerprint != tasks_fingerprint(tasks):

@@ -6,6 +6,7 @@ be reached or answers 5xx is infra (`SandboxError`, after retries).
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,24 @@ from rsi.sandbox.base import BuildError, SandboxError
 from rsi.sandbox.docker_io import call, is_transient
 
 LOG_TAIL_CHARS = 20_000
+
+# Build output that says the substrate failed, not the Dockerfile: a package mirror or registry that
+# cannot be reached, or a full disk. Such a build is infra (retried, never the task's fault).
+INFRA_PATTERNS = re.compile(
+    r"no space left on device|temporary failure (resolving|in name resolution)|could not resolve|"
+    r"name or service not known|network is unreachable|connection timed out|tls handshake timeout|"
+    r"i/o timeout|failed to establish a new connection|max retries exceeded|failed to fetch http|"
+    r"unable to connect to|could not connect to|no route to host|getaddrinfo",
+    re.IGNORECASE,
+)
+
+
+def infra_cause(text: str) -> str | None:
+    """The line of a failed build's output that blames the substrate, if any."""
+    for line in reversed(text.splitlines()):
+        if INFRA_PATTERNS.search(line):
+            return line.strip()[:300]
+    return None
 
 
 def build_image(
@@ -59,6 +78,9 @@ def build_image(
                 detail = chunk.get("errorDetail") or {}
                 msg = str(chunk.get("error") or detail.get("message") or "build failed")
                 log.append(msg + "\n")
+                cause = infra_cause("".join(log[-200:]))
+                if cause is not None:
+                    raise SandboxError(f"environment build failed on the substrate, not the Dockerfile: {cause}")
                 raise BuildError(f"environment build failed: {msg.strip()}", _tail(log))
             if time.monotonic() > deadline:
                 _close(stream)
