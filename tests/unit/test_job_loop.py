@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from rsi.core.arm import TrialSpec
 from rsi.core.errors import ConfigError
 from rsi.core.trial import ErrorType, TrialResult, is_infra
-from rsi.core.arm import TrialSpec
 from rsi.exec.trial import TrialEnv
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.run import JobOutcome, Progress, RunRequest, run_job
@@ -249,3 +249,90 @@ def test_unreachable_substrate_refuses_before_writing_anything(workspace: Worksp
     with pytest.raises(SandboxError):
         run_job(workspace, RunRequest(paths=tasks, agent="oracle"), provider=Down(tmp_path / "fake"))
     assert workspace.store.list_jobs() == []
+
+
+def test_two_generations_side_by_side_in_one_job(
+    workspace: WorkspaceContext, provider: CountingProvider, tmp_path: Path
+) -> None:
+    tasks = tmp_path / "tasks"
+    make_tasks(tasks, 2)
+    gen0 = workspace.store.get_generation("gen-0000")
+    workspace.store.put_generation(gen0.model_copy(update={"id": "gen-0001", "parent": "gen-0000"}))
+    out = _run(workspace, provider, paths=[tasks], agent="oracle", attempts=2, generations=["gen-0000", "gen-0001"])
+    assert out.job.status == "done" and len(out.trials) == 8
+    arms = {t.arm_id for t in out.trials}
+    assert len(arms) == 2 and len({t.id for t in out.trials}) == 8, "trial ids must include the arm"
+    s = summarize(out.job, out.trials)
+    assert sorted(a.label for a in s.arms) == ["oracle gen-0000", "oracle gen-0001"]
+    assert all(a.trials == 4 and a.pass_at_1 == 1.0 for a in s.arms)
+    assert {a.id for a in workspace.store.arms_of_job(out.job.id)} == arms
+
+
+def test_the_circuit_breaker_interrupts_instead_of_failing_every_trial(
+    workspace: WorkspaceContext, tmp_path: Path
+) -> None:
+    tasks = tmp_path / "tasks"
+    make_tasks(tasks, 6)
+    down = FlakyProvider(FakeSandboxProvider(tmp_path / "fake1"), failures=-1)
+    out = _run(workspace, down, paths=[tasks], agent="oracle")
+    assert out.interrupted and out.stop == "breaker" and out.job.status == "interrupted"
+    assert "consecutive infra failures" in (out.job.interrupted_reason or "")
+    done = [t for t in out.trials if t.status == "done"]
+    assert len(done) == workspace.contract.grading.infra_circuit_breaker
+    assert all(t.error_type == ErrorType.SANDBOX_ERROR.value for t in done)
+    assert sum(t.status == "pending" for t in out.trials) == 6 - len(done)
+
+    healthy = CountingProvider(FakeSandboxProvider(tmp_path / "fake2"))
+    again = _run(workspace, healthy, paths=[], resume=out.job.id)
+    assert again.job.status == "done" and all(t.passed for t in again.trials)
+    rerun = workspace.store.get_trial(done[0].id)
+    assert "sandbox_error" in rerun.infra_attempts_json, "an infra-failed trial's attempt stays on record"
+
+
+def test_a_budget_stops_the_job_cleanly_and_resume_with_more_continues(
+    workspace: WorkspaceContext, provider: CountingProvider, tmp_path: Path
+) -> None:
+    tasks = tmp_path / "tasks"
+    make_tasks(tasks, 4)
+    out = _run(workspace, provider, paths=[tasks], agent="oracle", budget=2, budget_unit="trials")
+    assert out.stop == "budget" and out.job.status == "interrupted"
+    assert sum(t.status == "done" for t in out.trials) == 2
+    row = workspace.store.get_budget(out.job.id)
+    assert row is not None and (row.limit, row.spent) == (2, 2)
+    again = _run(workspace, provider, paths=[], resume=out.job.id, budget=4)
+    assert again.job.status == "done" and sum(t.status == "done" for t in again.trials) == 4
+    assert workspace.store.get_budget(out.job.id).spent == 4  # type: ignore[union-attr]
+
+
+def test_an_unexpected_error_ends_the_job_interrupted_with_one_line(
+    workspace: WorkspaceContext, tmp_path: Path
+) -> None:
+    from rsi.core.errors import RsiError
+
+    class Buggy(FakeSandboxProvider):
+        def start(self, spec):  # type: ignore[no-untyped-def]
+            raise ValueError("a bug, not a daemon hiccup")
+
+    tasks = tmp_path / "tasks"
+    make_tasks(tasks, 2)
+    with pytest.raises(RsiError) as e:
+        _run(workspace, Buggy(tmp_path / "fake"), paths=[tasks], agent="oracle")
+    assert "ValueError: a bug, not a daemon hiccup" in str(e.value) and "\n" not in str(e.value)
+    (job,) = workspace.store.list_jobs()
+    assert job.status == "interrupted" and "internal error" in (job.interrupted_reason or "")
+
+
+def test_holdout_tasks_run_but_are_marked_and_sealed(
+    workspace: WorkspaceContext, provider: CountingProvider, tmp_path: Path
+) -> None:
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "train-task")
+    sealed = make_task(tasks, "sealed-task")
+    toml = (sealed / "task.toml").read_text().replace('family = "test"', 'family = "test"\nsplit = "holdout"')
+    (sealed / "task.toml").write_text(toml)
+    out = _run(workspace, provider, paths=[tasks], agent="oracle")
+    assert {t.task_name: t.split for t in out.trials} == {"train-task": "train", "sealed-task": "holdout"}
+    assert summarize(out.job, out.trials).holdout_tasks == 1
+    seen = {t.task_name for t in workspace.store.outcomes("expand")}
+    assert seen == {"train-task"}, "the holdout is sealed from the loop"
+    assert {t.task_name for t in workspace.store.outcomes("promote")} == {"train-task", "sealed-task"}
