@@ -71,8 +71,9 @@ def serve(
     """Serve vLLM's API subset: /v1/models, /v1/chat/completions, /v1/(un)load_lora_adapter."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     with errors():
-        from rsi.models.embedded import embedded_port
+        from rsi.models.embedded import embedded_port, watch_parent
 
+        watch_parent()  # a server rsi started dies with the process that started it
         adapters = _parse_adapters(adapter or [])
         if dtype not in ("auto", "float32", "bfloat16"):
             raise RsiError(f"--dtype: '{dtype}' is not one of auto, float32, bfloat16", exit_code=2)

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -100,19 +101,27 @@ def _log_tail(path: Path, n: int = 2000) -> str:
         return ""
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: ask Linux to SIGTERM it when its parent dies.
+PARENT_ENV = "RSI_MODEL_PARENT_PID"
 
-    A server we started must not outlive us, even when we are killed with SIGKILL and no
-    `finally` runs; elsewhere (no prctl) the `finally` in `ensure_server` is all there is.
-    """
-    try:
-        import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+def watch_parent() -> None:
+    """In `rsi model serve`: if RSI_MODEL_PARENT_PID names the process that started us, exit when
+    that process dies (even by SIGKILL, when no `finally` runs). Tied to the process, not to the
+    thread that started the server (Linux's parent-death signal fires when that thread exits)."""
+    raw = os.environ.get(PARENT_ENV)
+    if not raw or not raw.isdigit():
+        return
+    parent = int(raw)
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:  # re-parented: the process that started us is gone
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(10)
+                os._exit(0)
+
+    threading.Thread(target=watch, name="rsi-parent-watch", daemon=True).start()
 
 
 def _stop(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
@@ -159,6 +168,7 @@ def ensure_server(
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
         cmd = [sys.executable, "-m", "rsi.cli.model", "serve", "--port", str(port), "--host", "127.0.0.1"]
+        env[PARENT_ENV] = str(os.getpid())
         with open(log, "ab") as out:
             proc = subprocess.Popen(
                 cmd,
@@ -167,7 +177,6 @@ def ensure_server(
                 stdin=subprocess.DEVNULL,
                 env=env,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
             )
         try:
             deadline = time.monotonic() + startup_timeout

@@ -53,3 +53,31 @@ def test_started_server_dies_with_a_killed_parent(tmp_path: Path) -> None:
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_started_server_outlives_the_thread_that_started_it(tmp_path: Path) -> None:
+    # Linux's parent-death signal fires when the *thread* that forked exits; rsi ties the server's
+    # life to the process instead, so a server started from a short-lived thread keeps serving.
+    port = free_port()
+    script = tmp_path / "thread_holder.py"
+    script.write_text(textwrap.dedent("""
+        import socket, threading, time
+        from rsi.models.embedded import ensure_server
+        held = {}
+        def start():
+            cm = ensure_server("embedded")
+            held["url"] = cm.__enter__()
+            held["cm"] = cm
+        t = threading.Thread(target=start)
+        t.start(); t.join()
+        time.sleep(3)  # the starting thread is gone
+        with socket.socket() as s:
+            s.settimeout(1)
+            print("ALIVE" if s.connect_ex(("127.0.0.1", int(held["url"][0].rsplit(":", 1)[1].split("/")[0]))) == 0
+                  else "DEAD", flush=True)
+        held["cm"].__exit__(None, None, None)
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=400,
+                         env=dict(os.environ, RSI_MODEL_PORT=str(port)))
+    assert out.stdout.strip().splitlines()[-1:] == ["ALIVE"], out.stdout + out.stderr[-2000:]
+    assert not answers(port), "the server must stop when the context exits"
