@@ -42,7 +42,7 @@ from rsi.harness.history import (  # noqa: E402
     render_turn,
     serialize_messages,
 )
-from rsi.harness.loop import HarnessAgent  # noqa: E402
+from rsi.harness.agent_loop import HarnessAgent  # noqa: E402
 from rsi.models.client import ToolCall  # noqa: E402
 
 SCRIPT = """import sys

@@ -44,12 +44,12 @@ from rsi.harness.agent import AGENTS  # noqa: E402
 from rsi.harness.builtin import load_agents  # noqa: E402
 from rsi.loop.context import WorkspaceContext  # noqa: E402
 from rsi.loop.run import RunRequest, run_job  # noqa: E402
-from rsi.loop.workspace import init_workspace  # noqa: E402
+from rsi.loop.init import init_workspace  # noqa: E402
 from rsi.sandbox.base import ImageRef, SandboxProvider  # noqa: E402
 from rsi.sandbox.base_image import resolve_base_image  # noqa: E402
 from rsi.sandbox.registry import get_provider  # noqa: E402
 from rsi.store.files import load_task  # noqa: E402
-from rsi.store.workspace import Workspace  # noqa: E402
+from rsi.store.paths import Workspace  # noqa: E402
 
 P1_TARGET = 1.15
 P2_TARGET = 3.5

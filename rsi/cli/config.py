@@ -24,7 +24,7 @@ def check(
     from rsi.core.errors import InputError
     from rsi.core.harness_config import contract_violations
     from rsi.store.files import load_contract, load_harness_config
-    from rsi.store.workspace import Workspace
+    from rsi.store.paths import Workspace
 
     with errors():
         cfg = load_harness_config(file)

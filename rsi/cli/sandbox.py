@@ -21,7 +21,7 @@ def build_base(
 ) -> None:
     """Build the local base image (Debian bookworm minbase + python3) with debootstrap and `docker import`."""
     from rsi.sandbox.base_image import base_image_present, build_base_image, resolve_base_image
-    from rsi.store.workspace import Workspace
+    from rsi.store.paths import Workspace
 
     with errors():
         ws = Workspace.locate(workspace_root(ctx))
@@ -44,8 +44,8 @@ def gc(
 ) -> None:
     """Remove the rsi containers and snapshot images of this workspace's jobs that are not running."""
     from rsi.sandbox.registry import get_provider
+    from rsi.store.paths import Workspace
     from rsi.store.repo import Store
-    from rsi.store.workspace import Workspace
 
     with errors():
         ws = Workspace.locate(workspace_root(ctx))

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from rsi.cli.common import console, errors, print_json, workspace_root
-from rsi.store.workspace import Workspace
+from rsi.store.paths import Workspace
 
 app = typer.Typer(help="Read and check Harbor-format tasks.", no_args_is_help=True)
 

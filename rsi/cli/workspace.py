@@ -21,7 +21,7 @@ def init(
     no_tasks: Annotated[bool, typer.Option("--no-tasks", help="Do not copy the starter tasks.")] = False,
 ) -> None:
     """Make a workspace (contract, harness config, tasks, generations, .rsi/rsi.db) and register gen-0000."""
-    from rsi.loop.workspace import init_workspace
+    from rsi.loop.init import init_workspace
 
     with errors():
         m = init_workspace(directory, starter_tasks=not no_tasks)

@@ -91,6 +91,6 @@ AGENTS.add("nop", NopAgent)
 
 def load_agents() -> list[str]:
     """Register every agent (`oracle`, `nop`, and `harness` from loop.py); return their names."""
-    import rsi.harness.loop  # noqa: F401  (registers "harness" on import)
+    import rsi.harness.agent_loop  # noqa: F401  (registers "harness" on import)
 
     return AGENTS.names()

@@ -12,10 +12,10 @@ from rsi.core.contract import Contract
 from rsi.core.errors import ConfigError, InputError, NotFoundError
 from rsi.core.generation import GenerationManifest
 from rsi.core.harness_config import HarnessConfig, contract_violations
-from rsi.core.workspace import WorkspaceSettings
+from rsi.core.settings import WorkspaceSettings
 from rsi.store.files import load_contract, load_harness_config, load_manifest
+from rsi.store.paths import Workspace
 from rsi.store.repo import Store
-from rsi.store.workspace import Workspace
 
 
 @dataclass

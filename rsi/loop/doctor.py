@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rsi.core.errors import RsiError
 from rsi.loop.context import WorkspaceContext
-from rsi.store.workspace import Workspace
+from rsi.store.paths import Workspace
 
 
 @dataclass

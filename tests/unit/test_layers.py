@@ -69,3 +69,52 @@ def test_core_does_no_io() -> None:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
                 bad.append(f"{path.name} calls open()")
     assert bad == []
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _module_imports(path: Path, known: set[str]) -> set[str]:
+    """rsi modules `path` imports anywhere (function-level imports included: they cycle too)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rsi"):
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names if a.name.startswith("rsi")]
+        out |= {n for n in names if n in known}
+    return out
+
+
+def test_no_import_cycles_between_modules() -> None:
+    # Within a layer too: rsi/loop/context.py <-> rsi/loop/workspace.py was one (patched around).
+    paths = {_module_name(p): p for p in PKG.rglob("*.py")}
+    known = set(paths)
+    graph = {m: _module_imports(p, known) - {m} for m, p in paths.items()}
+    for pkg in list(graph):  # importing a package runs its __init__, not its children
+        graph[pkg] = {d for d in graph[pkg] if not pkg.startswith(d + ".")}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                cycles.append(stack[stack.index(d):] + [d])
+            elif d not in state:
+                visit(d)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+    assert cycles == [], "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)

@@ -10,11 +10,11 @@ import yaml
 
 from rsi.core.errors import InputError
 from rsi.core.generation import BaseModelRef, GenerationManifest, GenerationState, HarnessRef, generation_id
-from rsi.core.workspace import WorkspaceSettings
+from rsi.core.settings import WorkspaceSettings
 from rsi.loop.context import WorkspaceContext, check_config, sync_generations
 from rsi.store.bundled import bundled_contract, bundled_harness_configs, bundled_tasks
 from rsi.store.files import load_harness_config, load_manifest, write_atomic, write_yaml_model
-from rsi.store.workspace import SETTINGS_FILE, Workspace
+from rsi.store.paths import SETTINGS_FILE, Workspace
 
 
 def base_model_digest() -> str | None:

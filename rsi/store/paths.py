@@ -14,7 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from rsi.core.errors import InputError, first_validation_error
-from rsi.core.workspace import WorkspaceSettings
+from rsi.core.settings import WorkspaceSettings
 
 SETTINGS_FILE = "rsi.yaml"
 
