@@ -22,7 +22,7 @@ def _isolated_rsi_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
 @pytest.fixture
 def workspace(tmp_path: Path) -> Iterator[WorkspaceContext]:
     """`rsi init` (without the starter tasks) at tmp_path/ws, opened."""
-    from rsi.loop.workspace import init_workspace
+    from rsi.loop.init import init_workspace
 
     root = tmp_path / "ws"
     init_workspace(root, starter_tasks=False)

@@ -19,7 +19,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from rsi.loop.workspace import init_workspace
+from rsi.loop.init import init_workspace
 from rsi.sandbox.base import LABEL_JOB, LABEL_KIND, LABEL_TRIAL, SandboxSpec
 from rsi.sandbox.docker import DockerSandboxProvider
 from tests.integration.conftest import BASE_IMAGE, TEST_JOB_PREFIX

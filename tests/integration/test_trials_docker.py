@@ -18,8 +18,8 @@ import yaml
 from rsi.core.trial import ErrorType, is_infra
 from rsi.exec.trial import TrialEnv
 from rsi.loop.context import WorkspaceContext
+from rsi.loop.init import init_workspace
 from rsi.loop.run import JobOutcome, RunRequest, run_job
-from rsi.loop.workspace import init_workspace
 from rsi.report.jobs import summarize
 from rsi.sandbox.docker import DockerSandboxProvider
 from rsi.store.tables import TrialRow

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from pathlib import Path
+
+import pytest
 
 from rsi.core.contract import Contract
 from rsi.core.errors import InputError

@@ -12,10 +12,10 @@ import yaml
 from rsi.core.contract import Contract
 from rsi.core.harness_config import HarnessConfig
 from rsi.core.trial import ErrorType, is_infra
+from rsi.harness.agent_loop import HarnessAgent
 from rsi.harness.atif import load_trajectory
 from rsi.harness.fakes import ScriptedChatModel, ScriptedSandbox, make_context, text_result
 from rsi.harness.history import chatml, serialize_messages
-from rsi.harness.loop import HarnessAgent
 from rsi.models.client import ChatClient, ModelUnavailable, ToolCall
 from rsi.sandbox.base import SandboxError
 

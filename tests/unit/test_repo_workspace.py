@@ -7,7 +7,7 @@ from pathlib import Path
 from rsi.core.harness_config import contract_violations
 from rsi.loop.context import WorkspaceContext
 from rsi.store.files import load_contract, load_harness_config, load_manifest
-from rsi.store.workspace import Workspace
+from rsi.store.paths import Workspace
 
 REPO = Path(__file__).resolve().parents[2]
 
