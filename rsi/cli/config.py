@@ -38,3 +38,42 @@ def check(
             extra = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise InputError(str(file), field, msg + extra)
     console.print(f"[green]ok[/] {file}: '{cfg.name}' digest {cfg.digest()[:12]} satisfies HCP {c.hcp}")
+
+
+@app.command("list")
+def list_configs(
+    ctx: typer.Context,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Every harness config a trial or generation used, by digest (content-addressed)."""
+    from rich.table import Table
+
+    from rsi.cli.common import open_context, print_json
+
+    with errors():
+        rows = open_context(ctx).store.list_configs()
+    if json_out:
+        print_json([{"digest": r.digest, "name": r.name, "origin": r.origin, "source": r.source,
+                     "parent": r.parent_digest, "created_at": r.created_at} for r in rows])
+        return
+    table = Table()
+    for c in ("digest", "name", "origin", "parent", "source"):
+        table.add_column(c)
+    for r in rows:
+        table.add_row(r.digest[:12], r.name, r.origin, (r.parent_digest or "-")[:12], r.source or "-")
+    console.print(table)
+
+
+@app.command("show")
+def show_config(
+    ctx: typer.Context,
+    digest: Annotated[str, typer.Argument(help="A config digest (or a unique prefix).")],
+) -> None:
+    """Print a stored harness config as the canonical YAML it ran under."""
+    from rsi.cli.common import open_context
+
+    with errors():
+        row = open_context(ctx).store.get_config(digest)
+    typer.echo(f"# {row.name}  digest {row.digest}  origin {row.origin}" + (f"  parent {row.parent_digest}"
+                                                                              if row.parent_digest else ""))
+    typer.echo(row.canonical_yaml, nl=False)

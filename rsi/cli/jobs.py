@@ -95,8 +95,9 @@ def run(
 
 def render_summary(job, trials) -> None:  # type: ignore[no-untyped-def]
     s = summarize(job, trials)
+    console.print(f"[bold]{job.id}[/]  {job.status}  {len(s.arms)} arm(s)", highlight=False)
     for a in s.arms:
-        table = Table(title=f"{job.id}  arm {a.arm_id}: {a.label}")
+        table = Table(title=f"{a.label}  [dim]{a.arm_id}[/]", title_justify="left")
         for c in ("task", "passes", "mean reward", "errors"):
             table.add_column(c)
         for t in a.tasks:
