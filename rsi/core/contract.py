@@ -49,6 +49,7 @@ class Limits(_Strict):
 
 
 Integrity = Literal["declared_outputs", "snapshot", "shared"]
+STRONG_LEVELS: tuple[Integrity, ...] = ("declared_outputs", "snapshot")
 
 
 class Grading(_Strict):
@@ -64,8 +65,8 @@ class Grading(_Strict):
     tamper_ignore: list[str] = Field(default_factory=lambda: ["*/__pycache__", "*/__pycache__/*"])
     infra_retries: int = Field(default=2, ge=0)
     # Which integrity levels may feed training data and promotion gates.
-    training_integrity: list[Integrity] = Field(default_factory=lambda: ["declared_outputs", "snapshot"])
-    promotion_integrity: list[Integrity] = Field(default_factory=lambda: ["declared_outputs", "snapshot"])
+    training_integrity: list[Integrity] = Field(default_factory=lambda: list(STRONG_LEVELS))
+    promotion_integrity: list[Integrity] = Field(default_factory=lambda: list(STRONG_LEVELS))
     # Consecutive endpoint or daemon failures after which a job stops as `interrupted`.
     infra_circuit_breaker: int = Field(default=3, ge=1)
 

@@ -10,6 +10,7 @@ backoff and, if they persist, recorded as `sandbox_error` (infra), never blamed 
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import threading
 import time
@@ -179,11 +180,22 @@ def run_trial(spec: TrialSpec, env: TrialEnv) -> TrialResult:
     except SandboxError as e:
         if env.cancel.is_set():
             raise Cancelled("job cancelled") from None
-        r = _result(plan, env, error_type=ErrorType.SANDBOX_ERROR, error_message=str(e),
+        r = _result(plan, env, error_type=ErrorType.SANDBOX_ERROR, error_message=_plain(str(e)),
                     infra_retries=len(attempts_log))
         r.extra["infra_attempts"] = attempts_log
+        with contextlib.suppress(OSError):  # the evidence on disk too, as for every other outcome
+            plan.trial_dir.mkdir(parents=True, exist_ok=True)
+            _write_result(plan, r)
         return r
     raise AssertionError("unreachable")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _plain(text: str) -> str:
+    """Without terminal colour codes (docker build output carries them)."""
+    return _ANSI.sub("", text)
 
 
 def _cancellable_sleep(env: TrialEnv) -> Callable[[float], None]:
@@ -264,6 +276,13 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
         )
         try:
             outcome: AgentOutcome = plan.agent.run(box, ctx)
+            if env.cancel.is_set():
+                raise Cancelled("job cancelled")
+            # Freeze first: the changed-paths check and the snapshot see one filesystem, nothing
+            # the agent left running acts after the check, and a container the agent's commands
+            # killed is noticed here (SandboxBroken), not graded as if it were fine.
+            if policy.integrity != "shared":
+                box.freeze()
         except SandboxBroken as e:
             if env.cancel.is_set():
                 raise Cancelled("job cancelled") from None
@@ -278,11 +297,7 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
         if env.cancel.is_set():
             raise Cancelled("job cancelled")
 
-        # Freeze first: the changed-paths check and the snapshot see one filesystem, and nothing the
-        # agent left running can act after the check.
         t = time.monotonic()
-        if policy.integrity != "shared":
-            box.freeze()
         changed = box.changed_paths()
         path_dirs = env.provider.image_env(image.tag).get("PATH", "").split(":")
         findings = tamper_findings(changed, policy, path_dirs=path_dirs, exempt=outcome.exempt_paths)

@@ -37,7 +37,7 @@ from rsi.loop.arms import ArmPlan, arms_of_job, resolve_arms, trial_spec
 from rsi.loop.context import WorkspaceContext
 from rsi.sandbox.base import SandboxProvider
 from rsi.store.files import load_tasks
-from rsi.store.tables import JobRow, TrialRow
+from rsi.store.tables import BudgetRow, JobRow, TrialRow
 
 BREAKER_TYPES = {ErrorType.MODEL_UNAVAILABLE.value, ErrorType.SANDBOX_ERROR.value}
 
@@ -186,6 +186,7 @@ def run_job(
 
 def _budget(ctx: WorkspaceContext, job_id: str, req: RunRequest) -> Budget | None:
     store = ctx.store
+    row: BudgetRow | None
     if req.budget is not None:
         unit: BudgetUnit = req.budget_unit  # type: ignore[assignment]
         row = store.set_budget(job_id, unit, req.budget)

@@ -21,8 +21,10 @@ from tenacity import (
     Retrying,
     retry_if_exception_type,
     stop_after_attempt,
+    stop_any,
     wait_exponential,
 )
+from tenacity.stop import stop_base
 
 from rsi.core.errors import InfraError, RsiError
 from rsi.core.trial import Usage
@@ -132,6 +134,17 @@ def parse_usage(body: dict[str, Any]) -> Usage:
     )
 
 
+class _StopAtDeadline(stop_base):
+    """Stop retrying when the next back-off would end past the deadline (time.monotonic())."""
+
+    def __init__(self, deadline: float | None, backoff: wait_exponential) -> None:
+        self.deadline = deadline
+        self.backoff = backoff
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self.deadline is not None and time.monotonic() + self.backoff(retry_state) >= self.deadline
+
+
 class ChatClient:
     """Client for one OpenAI-compatible base URL such as `http://127.0.0.1:8765/v1`."""
 
@@ -194,13 +207,9 @@ class ChatClient:
 
         backoff = wait_exponential(multiplier=self.backoff_initial, max=self.backoff_max)
 
-        def out_of_time(state: RetryCallState) -> bool:
-            if deadline is None:
-                return False
-            return time.monotonic() + backoff(state) >= deadline
-
+        out_of_time = _StopAtDeadline(deadline, backoff)
         retrying = Retrying(
-            stop=stop_after_attempt(self.max_attempts) | out_of_time,
+            stop=stop_any(stop_after_attempt(self.max_attempts), out_of_time),
             wait=backoff,
             retry=retry_if_exception_type((httpx.TransportError, _Transient)),
             retry_error_callback=give_up,

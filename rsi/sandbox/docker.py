@@ -234,6 +234,7 @@ class DockerSandbox:
         """Kill every process (the init and all it reaped) and wait; the filesystem stays."""
         if self._frozen or self._stopped:
             return
+        self._raise_if_broken(None)  # exited before we froze it: the agent's commands did that
         call(f"freeze {self.id[:12]}", self._kill_and_wait)
         self._frozen = True
 
@@ -250,7 +251,7 @@ class DockerSandbox:
         start = time.monotonic()
         timed_out = False
         try:
-            res = self._api.wait(self.id, timeout=max(1, timeout))
+            res = self._api.wait(self.id, timeout=max(1, int(timeout + 0.999)))
             code = int(res.get("StatusCode", -1))
         except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
             timed_out = True

@@ -233,6 +233,19 @@ def test_agent_killing_pid1_is_the_agents_fault_not_infra(
     assert out.job.status == "done"
 
 
+def test_agent_killing_pid1_as_its_last_command_is_still_its_fault(
+    ctx: WorkspaceContext, tmp_path: Path, model_server: tuple[FakeModel, str]
+) -> None:
+    # No further command fails: the dead container is noticed when rsi freezes it for grading.
+    model, url = model_server
+    model.policy = scripted([bash("echo ok > /app/out.txt; kill 1"), "DONE"])
+    task = make_task(tmp_path / "tasks", "kill-init-last")
+    out = run_harness(ctx, [task], url, StartsByTrial(DockerSandboxProvider()))
+    t = out.trials[0]
+    assert t.error_type == ErrorType.AGENT_BROKE_SANDBOX.value, describe(t)
+    assert not t.passed and t.infra_retries == 0
+
+
 # --- b. queue time is not agent time --------------------------------------------------------------
 
 def test_model_queue_time_is_not_charged_to_the_agent(
