@@ -38,13 +38,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rsi.core.arm import Arm, TrialSpec, make_trial_id  # noqa: E402
 from rsi.core.trial import TrialResult  # noqa: E402
-from rsi.exec.trial import TrialEnv, TrialPlan, run_trial, sandbox_spec  # noqa: E402
-from rsi.harness.agent import AGENTS  # noqa: E402
+from rsi.exec.trial import TrialEnv, run_trial, sandbox_spec  # noqa: E402
 from rsi.harness.builtin import load_agents  # noqa: E402
 from rsi.loop.context import WorkspaceContext  # noqa: E402
-from rsi.loop.run import RunRequest, run_job  # noqa: E402
 from rsi.loop.init import init_workspace  # noqa: E402
+from rsi.loop.run import RunRequest, run_job  # noqa: E402
 from rsi.sandbox.base import ImageRef, SandboxProvider  # noqa: E402
 from rsi.sandbox.base_image import resolve_base_image  # noqa: E402
 from rsi.sandbox.registry import get_provider  # noqa: E402
@@ -142,14 +142,7 @@ class Bench:
         base_id = getattr(provider, "image_id", lambda _t: None)(base)
         if base_id is None:
             raise SystemExit(f"base image {base} is missing; build it with `rsi sandbox build-base`")
-        env = TrialEnv(
-            provider=provider,
-            contract=ctx.contract,
-            agent=AGENTS.create("oracle"),
-            base_image=base,
-            base_image_id=base_id,
-            generation=ctx.generation(),
-        )
+        env = TrialEnv(provider=provider, contract=ctx.contract, base_image=base, base_image_id=base_id)
         bench = cls(root, ctx, provider, env)
         bench.count_builds(provider)
         return bench
@@ -168,18 +161,23 @@ class Bench:
 
 def rsi_trial(bench: Bench, task_dir: Path, i: int) -> tuple[float, TrialResult]:
     """One oracle trial through `run_trial`; (wall seconds around the call, its result)."""
-    task = load_task(task_dir)
     job = f"bench-p1-{secrets.token_hex(3)}"
-    plan = TrialPlan(
-        trial_id=f"{job}.{task.name}.{i}",
-        job_id=job,
-        task=task,
-        attempt=1,
-        trial_dir=bench.root / ".rsi" / "jobs" / job / f"{task.name}.{i}",
-    )
+    spec = _spec(bench, task_dir, job, i)
     t = time.perf_counter()
-    result = run_trial(plan, bench.env)
+    result = run_trial(spec, bench.env)
     return time.perf_counter() - t, result
+
+
+ORACLE = Arm(agent="oracle", generation="gen-0000")
+
+
+def _spec(bench: Bench, task_dir: Path, job: str, i: int) -> TrialSpec:
+    task = load_task(task_dir)
+    return TrialSpec(
+        trial_id=make_trial_id(job, task.name, ORACLE, i + 1), job_id=job, task_name=task.name,
+        task_digest=task.digest, task_path=task.path, arm=ORACLE, attempt=i + 1,
+        trial_dir=str(bench.root / ".rsi" / "jobs" / job / f"{task.name}.{i}"),
+    )
 
 
 def docker(*args: str, check: bool = True) -> str:
@@ -234,8 +232,7 @@ def raw_setup(bench: Bench, task_dir: Path) -> tuple[str, list[str]]:
         timeout=300,
     ).tag
     # The limits rsi gives the task's containers (sandbox_spec), so both sides start alike.
-    task = load_task(task_dir)
-    spec = sandbox_spec(task, bench.env, image, "trial", TrialPlan("x", "x", task, 1, task_dir))
+    spec = sandbox_spec(bench.env.plan(_spec(bench, task_dir, "x", 0)), image, "trial")
     flags = [
         "--network",
         "none",
