@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from rsi.core.contract import Contract  # noqa: E402
 from rsi.core.harness_config import HarnessConfig  # noqa: E402
+from rsi.harness.agent_loop import HarnessAgent  # noqa: E402
 from rsi.harness.fakes import ScriptedChatModel, ScriptedSandbox, make_context, text_result  # noqa: E402
 from rsi.harness.history import (  # noqa: E402
     TurnEvent,
@@ -42,7 +43,6 @@ from rsi.harness.history import (  # noqa: E402
     render_turn,
     serialize_messages,
 )
-from rsi.harness.agent_loop import HarnessAgent  # noqa: E402
 from rsi.models.client import ToolCall  # noqa: E402
 
 SCRIPT = """import sys

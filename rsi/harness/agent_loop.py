@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from rsi.core.errors import ConfigError
 from rsi.core.harness_config import HarnessConfig
+from rsi.core.limits import effective_limits
 from rsi.core.trial import ErrorType, Usage
 from rsi.harness.actions import (
     Invocation,
@@ -56,21 +57,15 @@ class ChatModel(Protocol):
 
 
 class Limits:
-    """The effective limits of one run: the config's, capped by the contract and the trial context."""
+    """The effective limits of one run, as the runner computed them once (rsi.core.limits)."""
 
     def __init__(self, config: HarnessConfig, ctx: AgentContext) -> None:
-        lim = ctx.contract.limits
-        self.max_turns = min(config.loop.max_turns, lim.max_turns)
-        self.max_tokens = min(config.sampling.max_tokens, lim.max_tokens_per_turn)
-        self.observation_max_chars = min(
-            config.loop.observation_max_chars, ctx.contract.substrate.observation_max_chars
-        )
-        self.command_timeout = min(
-            ctx.command_timeout_sec,
-            lim.command_timeout_sec,
-            config.limits.command_timeout_sec or float("inf"),
-        )
-        self.agent_timeout = min(ctx.agent_timeout_sec, config.limits.agent_timeout_sec or float("inf"))
+        lim = ctx.limits or effective_limits(ctx.task.spec, ctx.contract, config)
+        self.max_turns = lim.max_turns
+        self.max_tokens = lim.max_tokens_per_turn
+        self.observation_max_chars = lim.observation_max_chars
+        self.command_timeout = min(lim.command_timeout_sec, ctx.command_timeout_sec)
+        self.agent_timeout = min(lim.agent_timeout_sec, ctx.agent_timeout_sec)
 
 
 def _model_name(ctx: AgentContext) -> str:
