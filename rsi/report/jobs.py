@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from rsi.core.arm import Arm
 from rsi.core.stats import pass_at_k
 from rsi.core.trial import is_infra
 from rsi.store.tables import JobRow, TrialRow
@@ -86,14 +87,7 @@ def _mean(xs: list[float]) -> float:
 
 
 def arm_label(t: TrialRow) -> str:
-    parts = [t.agent]
-    if t.generation:
-        parts.append(t.generation)
-    if t.harness_config_digest:
-        parts.append(t.harness_config_digest[:8])
-    if t.variant:
-        parts.append(t.variant)
-    return " ".join(parts)
+    return Arm(agent=t.agent, generation=t.generation, config_digest=t.harness_config_digest, variant=t.variant).label
 
 
 def summarize(job: JobRow, trials: list[TrialRow]) -> JobSummary:
