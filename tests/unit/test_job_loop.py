@@ -336,3 +336,26 @@ def test_holdout_tasks_run_but_are_marked_and_sealed(
     seen = {t.task_name for t in workspace.store.outcomes("expand")}
     assert seen == {"train-task"}, "the holdout is sealed from the loop"
     assert {t.task_name for t in workspace.store.outcomes("promote")} == {"train-task", "sealed-task"}
+
+
+def test_a_second_driver_on_one_sqlite_file_is_refused_with_the_advice(
+    workspace: WorkspaceContext, provider: CountingProvider, tmp_path: Path
+) -> None:
+    tasks = tmp_path / "tasks"
+    make_tasks(tasks, 1)
+    lock = workspace.store.driver_lock_path
+    assert lock is not None
+    other = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a'); "
+         "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(30)", str(lock)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == "held"
+        with pytest.raises(ConfigError, match="another rsi driver.*PostgreSQL"):
+            _run(workspace, provider, paths=[tasks], agent="oracle")
+        assert workspace.store.list_jobs() == [], "a refused driver writes nothing"
+    finally:
+        other.kill()
+        other.wait()
+    assert _run(workspace, provider, paths=[tasks], agent="oracle").job.status == "done"

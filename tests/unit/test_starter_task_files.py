@@ -109,3 +109,23 @@ def test_instruction_names_paths_under_app(name: str) -> None:
     text = (TASKS_DIR / name / "instruction.md").read_text()
     assert "/app/" in text, f"{name}: instruction names no path under /app"
     assert len(text) < 1500, f"{name}: instruction too long for a small model's context"
+
+
+@pytest.mark.parametrize("name", [p.name for p in TASK_DIRS])
+def test_task_declares_what_its_verifier_reads(name: str) -> None:
+    # Every task rsi ships is graded at integrity level 1: the verifier sees only these paths.
+    import yaml
+
+    from rsi.core.contract import Contract
+    from rsi.exec.grading import grading_policy
+    from rsi.store.files import load_task
+
+    task = load_task(TASKS_DIR / name)
+    contract = Contract.model_validate(yaml.safe_load((TASKS_DIR.parent / "contracts" / "hcp-1.0.yaml").read_text()))
+    policy = grading_policy(task, contract)
+    assert policy.integrity == "declared_outputs" and policy.reads
+    test_sh = (TASKS_DIR / name / "tests" / "test.sh").read_text()
+    inputs = {f"/app/{p.name}" for p in (TASKS_DIR / name / "environment").iterdir()}  # in the pristine image
+    for path in re.findall(r"/app/[A-Za-z0-9_./-]+", test_sh):
+        declared = any(path == r or path.startswith(r + "/") for r in policy.reads)
+        assert declared or path in inputs, f"test.sh reads {path}: neither declared nor an input of the image"
