@@ -235,16 +235,22 @@ class DockerSandbox:
         if self._frozen or self._stopped:
             return
         self._raise_if_broken(None)  # exited before we froze it: the agent's commands did that
-        call(f"freeze {self.id[:12]}", self._kill_and_wait)
+        res = call(f"freeze {self.id[:12]}", self._kill_and_wait) or {}
+        # Our SIGKILL ends the init with 137. Any other end means the container was already going
+        # down on its own (the agent's `kill 1` is asynchronous): the agent's doing, not a clean stop.
+        code = res.get("StatusCode")
+        if code is not None and code != 137:
+            self._frozen = False
+            self._raise_if_broken(None, exited_anyway=True)
         self._frozen = True
 
-    def _kill_and_wait(self) -> None:
+    def _kill_and_wait(self) -> dict[str, Any]:
         try:
             self._api.kill(self.id)
         except docker.errors.APIError as e:
             if e.status_code != 409:  # 409: not running (exited on its own) - already frozen
                 raise
-        self._api.wait(self.id, timeout=30)
+        return dict(self._api.wait(self.id, timeout=30) or {})
 
     def wait(self, timeout: float) -> ExecResult:
         """Wait for the main command (spec.command) to exit; kill it after `timeout`."""
@@ -280,7 +286,7 @@ class DockerSandbox:
 
         return str(self._call("logs", read))
 
-    def _raise_if_broken(self, cause: SandboxError | None) -> None:
+    def _raise_if_broken(self, cause: SandboxError | None, *, exited_anyway: bool = False) -> None:
         """If the container is no longer running and we did not stop it, the agent did: say how."""
         if self._stopped or self._frozen:
             return
@@ -289,6 +295,8 @@ class DockerSandbox:
         except docker.errors.DockerException:
             return  # gone or unreachable: infra, as the caller says
         state = info.get("State") or {}
+        if exited_anyway:
+            state = {**state, "Running": False}
         if state.get("Running"):
             text = str(cause or "").lower()
             if "resource temporarily unavailable" in text or "cannot allocate memory" in text:

@@ -228,7 +228,8 @@ def test_agent_killing_pid1_is_the_agents_fault_not_infra(
     kinds = provider.kinds.get(t.id, [])
     assert provider.starts <= 2 and kinds.count("trial") == 1 and kinds.count("verifier") <= 1, (
         f"the trial was retried: sandboxes started {provider.kinds}")
-    assert model.calls <= 2, f"the agent went on after its sandbox died ({model.calls} model calls)"
+    # `kill 1` is asynchronous: one more command may still land before the init is gone, not two.
+    assert model.calls <= 3, f"the agent went on after its sandbox died ({model.calls} model calls)"
     assert result_json(t)["error_type"] == ErrorType.AGENT_BROKE_SANDBOX.value
     assert out.job.status == "done"
 
