@@ -66,7 +66,7 @@ def show(
     console.print(f"[bold]{t.name}[/]  family={t.family} split={t.split} digest={t.digest[:12]}")
     console.print(
         f"agent timeout {t.spec.agent.timeout_sec:g}s, verifier timeout {t.spec.verifier.timeout_sec:g}s, "
-        f"cpus {e.cpus:g}, memory {e.memory_mb} MB, pids {e.pids}, network {e.network_mode}"
+        f"cpus {e.cpus:g}, memory {e.memory_mb} MB, pids {e.pids}, network {t.spec.network()}"
     )
     console.rule("instruction")
     console.print(t.instruction.strip(), markup=False, highlight=False)

@@ -59,7 +59,7 @@ def effective_limits(task: TaskSpec | None, contract: Contract, config: HarnessC
     cl = config.limits if config is not None else None
     env = task.environment if task is not None else None
     network = box.network
-    if env is not None and str(env.network_mode) in NO_NETWORK_MODES:
+    if task is not None and task.network("agent") == "no-network":
         network = False
     if cl is not None and cl.network is False:
         network = False

@@ -7,14 +7,25 @@ rsi's own fields live under `[metadata.rsi]`. Unknown keys in Harbor's sections 
 
 from __future__ import annotations
 
+import re
 import tomllib
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rsi.core.errors import InputError, first_validation_error
 
-NetworkMode = Literal["none", "bridge"]
+# Harbor's spellings (public | no-network | allowlist) and rsi's older aliases (none | bridge).
+NetworkMode = Literal["public", "no-network", "allowlist", "none", "bridge"]
+Network = Literal["public", "no-network", "allowlist"]
+_ALIASES: dict[str, Network] = {"none": "no-network", "bridge": "public"}
+
+
+def _resolve(mode: str | None) -> Network | None:
+    if mode is None:
+        return None
+    return _ALIASES.get(mode, mode)  # type: ignore[arg-type, return-value]
 Split = Literal["train", "holdout"]
 
 
@@ -47,23 +58,48 @@ class Metadata(_Loose):
 
 class AgentSection(_Loose):
     timeout_sec: float = Field(default=300.0, gt=0)
+    user: str | int | None = None
+    network_mode: NetworkMode | None = None
+    allowed_hosts: list[str] = Field(default_factory=list)
 
 
 class VerifierSection(_Loose):
     timeout_sec: float = Field(default=120.0, gt=0)
     env: dict[str, str] = Field(default_factory=dict)
+    user: str | int | None = None
+    network_mode: NetworkMode | None = None
+    allowed_hosts: list[str] = Field(default_factory=list)
+    # Harbor: `shared` runs test.sh in the agent's container (integrity level 3), `separate` in a
+    # fresh one. Unset: Harbor's default (shared) for Harbor-schema tasks, the contract's otherwise.
+    environment_mode: Literal["shared", "separate"] | None = None
     # The paths the verifier reads (rsi's field). When set, the verifier starts from the pristine
     # image with only these paths copied in from the agent's container (integrity level 1).
     reads: list[str] | None = None
 
 
+class SolutionSection(_Loose):
+    env: dict[str, str] = Field(default_factory=dict)
+
+
 class EnvironmentSection(_Loose):
     build_timeout_sec: float = Field(default=600.0, gt=0)
+    docker_image: str | None = None  # rsi builds environment/Dockerfile instead (offline), and says so
+    os: str | None = None
     cpus: float = Field(default=1.0, gt=0)
     memory_mb: int = Field(default=1024, gt=0)
-    storage_mb: int | None = None
+    storage_mb: int | None = None  # not enforceable on overlay2 without xfs quotas: recorded, not applied
+    gpus: int = Field(default=0, ge=0)
+    gpu_types: list[str] | None = None
     pids: int = Field(default=256, gt=0)
-    network_mode: NetworkMode = "none"
+    # Unset with no allow_internet: no network (rsi's safe default); the contract's ceiling rules.
+    network_mode: NetworkMode | None = None
+    allow_internet: bool | None = None  # Harbor's deprecated spelling: true -> public, false -> no-network
+    allowed_hosts: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)  # ${VAR} / ${VAR:-default} resolved from the host
+    healthcheck: dict[str, Any] | None = None
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    skills_dir: str | None = None
+    artifacts: list[str] = Field(default_factory=list)  # copied to the trial dir after the agent phase
     workdir: str = "/app"
     # Roots added to the contract's writable allow-list, for work that must install system-wide;
     # a trial graded under a widened policy says so in its result.
@@ -78,6 +114,8 @@ class EnvironmentSection(_Loose):
 class TaskSection(_Loose):
     name: str | None = None
     description: str | None = None
+    authors: list[dict[str, Any]] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=list)
 
 
 class TaskSpec(BaseModel):
@@ -86,11 +124,32 @@ class TaskSpec(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     version: str = "1.0"
+    schema_version: str | None = None  # Harbor 1.1-1.4; its presence marks a Harbor-schema task
     task: TaskSection = Field(default_factory=TaskSection)
     metadata: Metadata = Field(default_factory=Metadata)
     agent: AgentSection = Field(default_factory=AgentSection)
     verifier: VerifierSection = Field(default_factory=VerifierSection)
     environment: EnvironmentSection = Field(default_factory=EnvironmentSection)
+    solution: SolutionSection = Field(default_factory=SolutionSection)
+    steps: list[dict[str, Any]] | None = None
+
+    def network(self, phase: Literal["agent", "verifier"] = "agent") -> Network:
+        """The network a phase asks for: its own `network_mode`, else the environment's, else
+        `allow_internet`, else none. (The contract's ceiling still decides what it gets.)"""
+        env = self.environment
+        own = self.agent.network_mode if phase == "agent" else self.verifier.network_mode
+        for mode in (own, env.network_mode):
+            if (r := _resolve(mode)) is not None:
+                return r
+        if env.allow_internet is not None:
+            return "public" if env.allow_internet else "no-network"
+        return "no-network"
+
+    @property
+    def environment_mode(self) -> Literal["shared", "separate"] | None:
+        if self.verifier.environment_mode is not None:
+            return self.verifier.environment_mode
+        return "shared" if self.schema_version is not None else None
 
     @property
     def family(self) -> str:
@@ -108,16 +167,59 @@ class TaskSpec(BaseModel):
         return [p for p in base if p not in env.protected_paths_remove]
 
 
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def resolve_env(template: dict[str, str], host: Mapping[str, str]) -> dict[str, str]:
+    """Harbor's env tables: `${VAR}` and `${VAR:-default}` filled from the host's environment."""
+    def fill(value: str) -> str:
+        return _VAR.sub(lambda m: host.get(m.group(1), m.group(2) or ""), value)
+
+    return {k: fill(str(v)) for k, v in template.items()}
+
+
+def refusals(spec: TaskSpec) -> list[tuple[str, str]]:
+    """(field, why) for each Harbor field rsi cannot honour: refused, never dropped silently."""
+    out: list[tuple[str, str]] = []
+    env = spec.environment
+    if env.os is not None and env.os.lower() != "linux":
+        out.append(("environment.os", f"'{env.os}': rsi runs Linux containers only"))
+    if env.gpus > 0:
+        out.append(("environment.gpus", f"{env.gpus}: rsi's sandboxes get no GPUs"))
+    for fld, mode, hosts in (("environment", env.network_mode, env.allowed_hosts),
+                             ("agent", spec.agent.network_mode, spec.agent.allowed_hosts),
+                             ("verifier", spec.verifier.network_mode, spec.verifier.allowed_hosts)):
+        if mode == "allowlist" or hosts:
+            out.append((f"{fld}.network_mode", "allowlist: rsi has no egress filter; use no-network or public"))
+    if spec.steps:
+        out.append(("steps", "multi-step tasks are not built in rsi"))
+    if env.mcp_servers:
+        out.append(("environment.mcp_servers", "rsi does not provide MCP servers to agents"))
+    if env.healthcheck is not None:
+        out.append(("environment.healthcheck", "rsi does not run healthchecks before the agent starts"))
+    if env.skills_dir is not None:
+        out.append(("environment.skills_dir", "rsi does not install agent skills"))
+    for fld, user in (("agent.user", spec.agent.user), ("verifier.user", spec.verifier.user)):
+        if user not in (None, "root", 0, "0"):
+            out.append((fld, f"'{user}': rsi runs agent and verifier commands as the image's default user"))
+    return out
+
+
 def parse_task_toml(text: str, file: str) -> TaskSpec:
-    """Parse `task.toml` text; errors name the file and the field."""
+    """Parse `task.toml` text; errors name the file and the field (refusals included)."""
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise InputError(file, None, f"invalid TOML: {e}") from None
     try:
-        return TaskSpec.model_validate(raw)
+        spec = TaskSpec.model_validate(raw)
     except ValidationError as e:
         raise first_validation_error(file, e) from None
+    refused = refusals(spec)
+    if refused:
+        field, why = refused[0]
+        raise InputError(file, field, f"cannot be honoured: {why}")
+    return spec
 
 
 REQUIRED_FILES = ("instruction.md", "task.toml", "environment/Dockerfile", "tests/test.sh")

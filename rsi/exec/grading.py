@@ -126,7 +126,8 @@ def grading_policy(task: Task, contract: Contract) -> GradingPolicy:
                     if not any(under(p, r) for r in g.writable_roots))
     roots = (*g.writable_roots, workdir, *widened)
     protected = tuple(spec.protected_paths(g.protected_paths))
-    if g.verifier_mode == "same":
+    mode = spec.environment_mode
+    if mode == "shared" or (mode is None and g.verifier_mode == "same"):
         integrity: Integrity = "shared"
     elif spec.verifier.reads is not None:
         integrity = "declared_outputs"
@@ -178,7 +179,7 @@ def tamper_findings(
 
     `path_dirs` is the image's PATH; `exempt` lists paths rsi's own agent runtime wrote (the
     oracle's /solution). Level 1 judges only what is copied into the verifier (the declared reads);
-    levels 2 and 3 judge every change.
+    level 2 judges every change; level 3 (shared) only protected paths.
     """
     out: list[tuple[str, str]] = []
     modules = stdlib - _NOT_IMPORTED
@@ -190,6 +191,11 @@ def tamper_findings(
             continue
         if any(under(p, pr) for pr in policy.protected):
             out.append((p, "changes a protected path"))
+            continue
+        if policy.integrity == "shared":
+            # Level 3 is Harbor's trust level: the tests run among whatever the agent did (installs
+            # included); only protected paths void, and the contract keeps such trials out of
+            # training and promotion (grading.training_integrity / promotion_integrity).
             continue
         if not any(under(p, r) for r in policy.writable_roots):
             out.append((p, "is outside the writable roots"))

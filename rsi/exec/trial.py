@@ -10,13 +10,17 @@ backoff and, if they persist, recorded as `sandbox_error` (infra), never blamed 
 from __future__ import annotations
 
 import contextlib
+import io
+import os
 import re
 import shutil
+import tarfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
@@ -27,7 +31,7 @@ from rsi.core.errors import RsiError
 from rsi.core.generation import GenerationManifest
 from rsi.core.harness_config import HarnessConfig
 from rsi.core.limits import EffectiveLimits, effective_limits
-from rsi.core.task import Task
+from rsi.core.task import Task, resolve_env
 from rsi.core.trial import NEVER_PASS, ErrorType, Timings, TrialResult
 from rsi.exec.grading import RewardError, grading_policy, parse_reward, tamper_findings
 from rsi.exec.verify import VerifierRun, read_reward_files, run_shared, stage_archive, top_entry, verifier_script
@@ -61,6 +65,7 @@ class TrialPlan:
     generation: GenerationManifest | None
     harness_config: HarnessConfig | None
     limits: EffectiveLimits
+    network_ceiling: bool = False  # whether the contract and the config allow any network
 
     @property
     def trial_id(self) -> str:
@@ -131,20 +136,28 @@ class TrialEnv:
             generation=generation,
             harness_config=config,
             limits=effective_limits(task.spec, self.contract, config),
+            network_ceiling=effective_limits(None, self.contract, config).network,
         )
 
 
 def sandbox_spec(plan: TrialPlan, image: str, kind: str) -> SandboxSpec:
-    """The effective limits (task, capped by the contract, tightened by the config)."""
-    lim = plan.limits
+    """The effective limits (task, capped by the contract, tightened by the config); the network the
+    phase asks for (Harbor's per-phase `network_mode`), if the ceiling allows any; the task's env."""
+    lim, spec = plan.limits, plan.task.spec
+    phase: Literal["agent", "verifier"] = "verifier" if kind == "verifier" else "agent"
+    ceiling = plan.network_ceiling
+    env = resolve_env(spec.environment.env, os.environ)
+    if phase == "verifier":
+        env.update(resolve_env(spec.verifier.env, os.environ))
     return SandboxSpec(
         image=image,
         cpus=lim.cpus,
         memory_mb=lim.memory_mb,
         pids=lim.pids,
-        network=lim.network,
-        workdir=plan.task.spec.environment.workdir,
+        network=ceiling and spec.network(phase) == "public",
+        workdir=spec.environment.workdir,
         labels={LABEL_JOB: plan.job_id, LABEL_TRIAL: plan.trial_id, LABEL_KIND: kind},
+        env=env,
     )
 
 
@@ -298,6 +311,7 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             raise Cancelled("job cancelled")
 
         t = time.monotonic()
+        _collect_artifacts(box, task, plan.trial_dir)
         changed = box.changed_paths()
         path_dirs = env.provider.image_env(image.tag).get("PATH", "").split(":")
         findings = tamper_findings(changed, policy, path_dirs=path_dirs, exempt=outcome.exempt_paths)
@@ -306,7 +320,8 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
         if policy.integrity == "shared":
             timings.snapshot = time.monotonic() - t
             t = time.monotonic()
-            vrun = run_shared(box, tests_dir, policy, vtimeout, task.spec.verifier.env, contract.grading.reward_files)
+            venv = resolve_env(task.spec.verifier.env, os.environ)
+            vrun = run_shared(box, tests_dir, policy, vtimeout, venv, contract.grading.reward_files)
         else:
             if policy.integrity == "declared_outputs":
                 archives = {i: box.get_archive(p) for i, p in enumerate(policy.reads)}
@@ -320,7 +335,6 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             box.stop()
             env.untrack(box)
             vspec = sandbox_spec(plan, vimage, "verifier")
-            vspec.env = dict(task.spec.verifier.env)
             vspec.command = verifier_script(policy, present)
             vspec.staged = stage_archive(tests_dir, reads)
             timings.snapshot = time.monotonic() - t
@@ -354,6 +368,9 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             model_name=outcome.model_name,
             turns=outcome.turns,
         )
+        if task.spec.environment.docker_image:
+            r.extra["image_source"] = (f"built from environment/Dockerfile; docker_image "
+                                       f"{task.spec.environment.docker_image} was not pulled")
         _write_result(plan, r)
         return r
     finally:
@@ -365,6 +382,18 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
         if snapshot is not None:
             with contextlib.suppress(SandboxError):  # `rsi sandbox gc` sweeps labelled snapshots later
                 env.provider.remove_image(snapshot)
+
+
+def _collect_artifacts(box: Sandbox, task: Task, trial_dir: Path) -> None:
+    """Harbor's `[environment] artifacts`: copied out of the agent's container into artifacts/."""
+    for path in task.spec.environment.artifacts:
+        data = box.get_archive(path)
+        if data is None:
+            continue
+        dest = trial_dir / "artifacts"
+        dest.mkdir(exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+            tar.extractall(dest, filter="data")
 
 
 def _save_verifier_output(plan: TrialPlan, vrun: VerifierRun) -> None:

@@ -7,6 +7,9 @@ and fails with `nop`. Both write a small ATIF trajectory like every other agent,
 
 from __future__ import annotations
 
+import os
+
+from rsi.core.task import resolve_env
 from rsi.core.trial import ErrorType
 from rsi.harness.actions import format_exec
 from rsi.harness.agent import AGENTS, AgentContext, AgentOutcome
@@ -48,7 +51,8 @@ class OracleAgent:
             out.error_type, out.error_message = ErrorType.AGENT_ERROR, msg
             return out
         sandbox.put_dir(solution, SOLUTION_DIR)
-        res = sandbox.exec(SOLVE_COMMAND, timeout=ctx.agent_timeout_sec, workdir=sandbox.workdir)
+        env = resolve_env(ctx.task.spec.solution.env, os.environ) or None  # Harbor's [solution] env
+        res = sandbox.exec(SOLVE_COMMAND, timeout=ctx.agent_timeout_sec, workdir=sandbox.workdir, env=env)
         log.write_text(
             f"$ {SOLVE_COMMAND}\n"
             f"# exit code {res.exit_code}, timed out {res.timed_out}, {res.duration:.2f}s\n"

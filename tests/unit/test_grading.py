@@ -181,3 +181,10 @@ def test_integrity_levels() -> None:
     assert _policy().integrity == "snapshot"
     shared = CONTRACT.model_copy(update={"grading": CONTRACT.grading.model_copy(update={"verifier_mode": "same"})})
     assert grading_policy(_task(), shared).integrity == "shared"
+
+
+def test_shared_level_voids_only_protected_paths() -> None:
+    shared = CONTRACT.model_copy(update={"grading": CONTRACT.grading.model_copy(update={"verifier_mode": "same"})})
+    policy = grading_policy(_task(), shared)
+    assert _paths(["/usr/local/lib/python3.11/site-packages/x.py", "/app/json.py"], policy) == []
+    assert _paths(["/tests/test.sh"], policy) == ["/tests/test.sh"]

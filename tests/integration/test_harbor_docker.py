@@ -1,0 +1,97 @@
+"""Harbor-shaped tasks in real Docker, offline, unedited: Terminal-Bench 2.1's task.toml shape, a test that
+talks to a service the agent started (Harbor's `shared` verifier), artifacts, [solution] env."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rsi.loop.context import WorkspaceContext
+from rsi.loop.init import init_workspace
+from rsi.loop.run import RunRequest, run_job
+from tests.taskgen import make_task
+
+pytestmark = pytest.mark.docker
+
+TOML = '''schema_version = "1.1"
+
+[task]
+name = "acme/{name}"
+authors = [{{ name = "Someone" }}]
+
+[metadata]
+difficulty = "easy"
+
+[verifier]
+timeout_sec = 60.0
+env = {{}}
+{verifier_extra}
+
+[agent]
+timeout_sec = 60.0
+
+[environment]
+build_timeout_sec = 300.0
+docker_image = "registry.example/acme/{name}:2.1"
+cpus = 1
+memory_mb = 512
+storage_mb = 10240
+gpus = 0
+allow_internet = true
+env = {{ GREETING = "${{RSI_TEST_GREETING:-hello}}" }}
+artifacts = ["/app/out.txt"]
+
+[solution]
+env = {{ ANSWER = "ok" }}
+'''
+
+# The agent starts a service and leaves it running; the test asks it (needs Harbor's shared mode).
+SERVICE_SOLVE = (
+    'mkdir -p /srv && echo "$ANSWER" > /srv/index.txt && echo "$GREETING" > /app/out.txt\n'
+    "cd /srv && nohup python3 -m http.server 8123 >/dev/null 2>&1 &\n"
+    "for i in $(seq 50); do python3 -c 'import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:8123/\")'"
+    " 2>/dev/null && break; sleep 0.1; done\n"
+)
+SERVICE_TEST = (
+    "mkdir -p /logs/verifier\n"
+    "got=$(python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:8123/index.txt\")"
+    ".read().decode().strip())' 2>/dev/null)\n"
+    'if [ "$got" = ok ] && [ "$(cat /app/out.txt)" = hello ]; then echo 1 > /logs/verifier/reward.txt; '
+    "else echo 0 > /logs/verifier/reward.txt; fi\n"
+)
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> WorkspaceContext:
+    init_workspace(tmp_path / "ws", starter_tasks=False)
+    return WorkspaceContext.open(tmp_path / "ws")
+
+
+def _task(root: Path, name: str, verifier_extra: str = "") -> Path:
+    d = make_task(root, name, solve=SERVICE_SOLVE, test=SERVICE_TEST)
+    (d / "task.toml").write_text(TOML.format(name=name, verifier_extra=verifier_extra))
+    return d
+
+
+def test_a_harbor_service_task_passes_with_oracle_and_fails_with_nop_unedited(
+    ctx: WorkspaceContext, tmp_path: Path
+) -> None:
+    task = _task(tmp_path / "tasks", "service")
+    ok = run_job(ctx, RunRequest(paths=[task], agent="oracle")).trials[0]
+    assert ok.passed, (ok.error_type, ok.error_message)
+    assert ok.integrity == "shared"  # Harbor's default verifier mode, recorded on the trial
+    result = json.loads((Path(ok.trial_dir) / "result.json").read_text())
+    assert "was not pulled" in result["extra"]["image_source"]
+    assert (Path(ok.trial_dir) / "artifacts" / "out.txt").read_text().strip() == "hello"
+    nop = run_job(ctx, RunRequest(paths=[task], agent="nop")).trials[0]
+    assert not nop.passed and nop.reward == 0.0
+
+
+def test_the_same_task_in_separate_mode_cannot_reach_the_agents_service(
+    ctx: WorkspaceContext, tmp_path: Path
+) -> None:
+    task = _task(tmp_path / "tasks", "service-separate", 'environment_mode = "separate"')
+    t = run_job(ctx, RunRequest(paths=[task], agent="oracle")).trials[0]
+    assert t.integrity == "snapshot" and not t.passed and t.reward == 0.0

@@ -1,0 +1,116 @@
+"""Harbor's task.toml as Terminal-Bench 2.x writes it: every field parsed, mapped, or refused by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from rsi.core.contract import Contract
+from rsi.core.errors import InputError
+from rsi.core.limits import effective_limits
+from rsi.core.task import parse_task_toml, resolve_env
+
+FILE = "/tasks/harbor-task/task.toml"
+
+TB21 = '''
+schema_version = "1.1"
+
+[task]
+name = "acme/harbor-task"
+description = "A task in Terminal-Bench 2.1's shape"
+authors = [{ name = "Someone", email = "someone@example.com" }]
+keywords = ["files"]
+
+[metadata]
+difficulty = "medium"
+category = "software-engineering"
+tags = ["python"]
+
+[verifier]
+timeout_sec = 900.0
+env = {}
+
+[agent]
+timeout_sec = 900.0
+
+[environment]
+build_timeout_sec = 600.0
+docker_image = "registry.example/acme/harbor-task:2.1"
+cpus = 1
+memory_mb = 2048
+storage_mb = 10240
+gpus = 0
+allow_internet = true
+env = {}
+
+[solution]
+env = {}
+'''
+CONTRACT = Contract.model_validate({"hcp": "1.0.0", "substrate": {"tools": {}}})
+
+
+def test_a_terminal_bench_2_task_toml_parses_unchanged() -> None:
+    spec = parse_task_toml(TB21, FILE)
+    assert spec.schema_version == "1.1" and spec.task.name == "acme/harbor-task"
+    assert spec.task.authors[0]["name"] == "Someone" and spec.task.keywords == ["files"]
+    assert spec.environment.docker_image and spec.environment.storage_mb == 10240 and spec.environment.gpus == 0
+    assert spec.network() == "public"  # allow_internet = true, as Harbor maps it
+    assert spec.environment_mode == "shared"  # Harbor's default for a Harbor-schema task
+    # ... but the contract's ceiling rules: no network on this contract
+    assert effective_limits(spec, CONTRACT, None).network is False
+
+
+@pytest.mark.parametrize(
+    ("env", "want"),
+    [('network_mode = "no-network"', "no-network"), ('network_mode = "public"', "public"),
+     ("allow_internet = false", "no-network"), ("allow_internet = true", "public"),
+     ('network_mode = "none"', "no-network"), ('network_mode = "bridge"', "public"), ("", "no-network"),
+     ('network_mode = "no-network"\nallow_internet = true', "no-network")],
+)
+def test_network_modes_map_as_harbor_does(env: str, want: str) -> None:
+    assert parse_task_toml(f"[environment]\n{env}\n", FILE).network() == want
+
+
+def test_per_phase_network_overrides_the_environments() -> None:
+    spec = parse_task_toml('[environment]\nnetwork_mode = "public"\n[verifier]\nnetwork_mode = "no-network"\n', FILE)
+    assert spec.network("agent") == "public" and spec.network("verifier") == "no-network"
+
+
+def test_public_is_bridge_only_when_the_contract_allows() -> None:
+    spec = parse_task_toml('[environment]\nnetwork_mode = "public"\n', FILE)
+    open_contract = CONTRACT.model_copy(update={"limits": CONTRACT.limits.model_copy(
+        update={"sandbox": CONTRACT.limits.sandbox.model_copy(update={"network": True})})})
+    assert effective_limits(spec, open_contract, None).network is True
+    assert effective_limits(spec, CONTRACT, None).network is False
+
+
+@pytest.mark.parametrize(
+    ("toml", "field", "why"),
+    [
+        ('[environment]\nos = "windows"\n', "environment.os", "Linux containers only"),
+        ("[environment]\ngpus = 1\n", "environment.gpus", "no GPUs"),
+        ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n', "environment.network_mode",
+         "no egress filter"),
+        ('[agent]\nallowed_hosts = ["pypi.org"]\n', "agent.network_mode", "no egress filter"),
+        ('[[steps]]\nname = "one"\n[[steps]]\nname = "two"\n', "steps", "multi-step"),
+        ('[[environment.mcp_servers]]\nname = "x"\nurl = "http://x"\n', "environment.mcp_servers", "MCP"),
+        ('[environment.healthcheck]\ncommand = "true"\n', "environment.healthcheck", "healthchecks"),
+        ('[agent]\nuser = "agent"\n', "agent.user", "default user"),
+        ('[environment]\nskills_dir = "/skills"\n', "environment.skills_dir", "skills"),
+    ],
+)
+def test_fields_rsi_cannot_honour_are_refused_by_name(toml: str, field: str, why: str) -> None:
+    with pytest.raises(InputError) as e:
+        parse_task_toml(toml, FILE)
+    assert e.value.file == FILE and e.value.field == field and why in str(e.value)
+
+
+def test_verifier_environment_mode() -> None:
+    assert parse_task_toml('[verifier]\nenvironment_mode = "separate"\n', FILE).environment_mode == "separate"
+    assert parse_task_toml('schema_version = "1.2"\n', FILE).environment_mode == "shared"
+    assert parse_task_toml('version = "1.0"\n', FILE).environment_mode is None  # the contract decides
+
+
+def test_env_tables_resolve_from_the_host() -> None:
+    host = {"TOKEN": "abc"}
+    assert resolve_env({"A": "${TOKEN}", "B": "${MISSING:-dflt}", "C": "x${TOKEN}y", "D": "plain"}, host) == {
+        "A": "abc", "B": "dflt", "C": "xabcy", "D": "plain"}
