@@ -18,11 +18,26 @@ def build_base(
         str | None, typer.Option("--name", help="Image name (default: the workspace's base image).")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Rebuild even if the image exists.")] = False,
+    as_tags: Annotated[
+        list[str] | None,
+        typer.Option("--as", help="Also make this public tag (a Dockerfile's FROM) resolve offline; repeatable."),
+    ] = None,
+    suite: Annotated[str | None, typer.Option("--suite", help="Debian suite for --as (default: by tag).")] = None,
 ) -> None:
-    """Build the local base image (Debian bookworm minbase + python3) with debootstrap and `docker import`."""
-    from rsi.sandbox.base_image import base_image_present, build_base_image, resolve_base_image
+    """Build the local base image (Debian minbase + python3) with debootstrap and `docker import`.
+
+    `--as python:3.13-slim-bookworm` stands a local image in for a public one a task's FROM names
+    (trixie for python 3.13 / ubuntu 24.04, bookworm otherwise); trials record the substitution."""
+    from rsi.sandbox.base_image import base_image_present, build_base_image, resolve_base_image, substitute_base
     from rsi.store.paths import Workspace
 
+    if as_tags:
+        with errors():
+            for tag in as_tags:
+                with console.status(f"making {tag} resolve offline (a Debian build takes about a minute)..."):
+                    substitute_base(tag, suite=suite, force=force)
+                console.print(f"[green]ready[/] {tag}")
+        return
     with errors():
         ws = Workspace.locate(workspace_root(ctx))
         image = name or resolve_base_image(ws.settings().sandbox.base_image if ws.exists() else None)

@@ -34,6 +34,9 @@ def init(
 
 def doctor(
     ctx: typer.Context,
+    paths: Annotated[
+        list[Path] | None, typer.Argument(help="Task directories: also check the base images their FROM lines name.")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
     no_start: Annotated[bool, typer.Option("--no-start", help="Do not start the embedded model server.")] = False,
 ) -> None:
@@ -41,7 +44,7 @@ def doctor(
     from rsi.loop.doctor import run_checks
 
     with errors():
-        checks = run_checks(workspace_root(ctx), start_model=not no_start)
+        checks = run_checks(workspace_root(ctx), start_model=not no_start, task_paths=list(paths or []))
     if json_out:
         print_json([c.__dict__ for c in checks])
     else:

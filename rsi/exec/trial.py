@@ -47,6 +47,7 @@ from rsi.sandbox.base import (
     SandboxProvider,
     SandboxSpec,
 )
+from rsi.sandbox.base_image import LABEL_SUBSTITUTE, base_tags
 from rsi.store.files import load_task
 
 
@@ -368,6 +369,9 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             model_name=outcome.model_name,
             turns=outcome.turns,
         )
+        subs = _substitutions(env, task)
+        if subs:
+            r.extra["base_substitution"] = subs
         if task.spec.environment.docker_image:
             r.extra["image_source"] = (f"built from environment/Dockerfile; docker_image "
                                        f"{task.spec.environment.docker_image} was not pulled")
@@ -382,6 +386,16 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
         if snapshot is not None:
             with contextlib.suppress(SandboxError):  # `rsi sandbox gc` sweeps labelled snapshots later
                 env.provider.remove_image(snapshot)
+
+
+def _substitutions(env: TrialEnv, task: Task) -> dict[str, str]:
+    """FROM tags of the task that resolved to a stand-in made by `rsi sandbox build-base --as`."""
+    out = {}
+    for tag in sorted(base_tags([Path(task.path) / "environment" / "Dockerfile"])):
+        label = env.provider.image_labels(tag).get(LABEL_SUBSTITUTE)
+        if label:
+            out[tag] = label
+    return out
 
 
 def _collect_artifacts(box: Sandbox, task: Task, trial_dir: Path) -> None:

@@ -18,7 +18,22 @@ class Check:
     fix: str | None = None
 
 
-def run_checks(root: Path | None, *, start_model: bool = True) -> list[Check]:
+def base_tag_checks(task_paths: list[Path]) -> list[Check]:
+    """One check per public base image the tasks' Dockerfiles name: present locally, or the command
+    that makes it resolve with no registry (`rsi sandbox build-base --as TAG`)."""
+    from rsi.sandbox.base_image import base_image_present, base_tags
+    from rsi.store.files import find_task_dirs
+
+    dockerfiles = [d / "environment" / "Dockerfile" for d in find_task_dirs(task_paths)]
+    out = []
+    for tag in sorted(base_tags([f for f in dockerfiles if f.is_file()])):
+        present = base_image_present(tag)
+        out.append(Check(f"base {tag}", present, "present" if present else "needed by the tasks' FROM lines",
+                         None if present else f"rsi sandbox build-base --as {tag}"))
+    return out
+
+
+def run_checks(root: Path | None, *, start_model: bool = True, task_paths: list[Path] | None = None) -> list[Check]:
     checks: list[Check] = []
     ws = Workspace.locate(root)
     ctx: WorkspaceContext | None = None
@@ -50,6 +65,8 @@ def run_checks(root: Path | None, *, start_model: bool = True) -> list[Check]:
         checks.append(Check("base image", present, base, None if present else "rsi sandbox build-base"))
     else:
         checks.append(Check("base image", False, f"{base} (docker unreachable)", "start dockerd first"))
+    if docker_ok and task_paths:
+        checks += base_tag_checks(task_paths)
 
     checks.append(_model_check(ctx, start_model))
     return checks

@@ -167,6 +167,10 @@ class SandboxProvider(Protocol):
         """The environment an image declares (its own PATH): what the verifier runs with."""
         ...
 
+    def image_labels(self, tag: str) -> dict[str, str]:
+        """An image's labels ({} if it is absent): `rsi.substitute` marks a stand-in base image."""
+        ...
+
     def ensure_image(
         self, env_dir: Path, env_digest: str, *, build_args: dict[str, str], timeout: float
     ) -> ImageRef:

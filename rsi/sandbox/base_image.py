@@ -114,6 +114,61 @@ def import_rootfs(rootfs: Path, name: str, *, client: docker.DockerClient | None
     return str(info["Id"])
 
 
+LABEL_SUBSTITUTE = "rsi.substitute"  # on a tag made by `build-base --as`: "debian <suite> minbase + python3"
+
+# Debian suites whose python3 matches the public images task Dockerfiles name (python 3.13 -> trixie).
+_TRIXIE_HINTS = ("3.13", "trixie", "debian:13", "24.04", "noble")
+
+
+def suite_for(tag: str) -> str:
+    """The Debian suite whose packages best stand in for `tag` (trixie's python3 is 3.13, bookworm's 3.11)."""
+    return "trixie" if any(h in tag for h in _TRIXIE_HINTS) else "bookworm"
+
+
+def substitute_base(tag: str, *, suite: str | None = None, force: bool = False,
+                    progress: Progress | None = None, client: docker.DockerClient | None = None) -> str:
+    """Make `tag` (a public base image a Dockerfile names, e.g. python:3.13-slim-bookworm) resolve with no
+    registry: an rsi base image of the right Debian suite, built once per suite and tagged as `tag`,
+    with a label that says what it really is (the trial records the substitution)."""
+    suite = suite or suite_for(tag)
+    client = client or _client()
+    api = client.api
+    local = f"rsi-base:{suite}"
+    if force or call(f"inspect image {local}", api.inspect_image, local, missing_ok=True) is None:
+        build_base_image(local, suite, progress, client=client)
+    repo, _, version = tag.rpartition(":") if ":" in tag.split("/")[-1] else (tag, "", "latest")
+    # A tiny image FROM the suite's base, so the label is on the tag itself (docker tag cannot add one).
+    with tempfile.TemporaryDirectory(prefix="rsi-subst-") as tmp:
+        (Path(tmp) / "Dockerfile").write_text(
+            f'FROM {local}\nLABEL {LABEL_SUBSTITUTE}="debian {suite} minbase + python3, standing in for {tag}"\n'
+        )
+        for _chunk in api.build(path=tmp, tag=f"{repo}:{version}", rm=True, pull=False, decode=True):
+            if "error" in _chunk:
+                raise BaseImageError(f"tagging {local} as {tag} failed: {_chunk['error']}")
+    info = call(f"inspect image {tag}", api.inspect_image, tag)
+    assert info is not None
+    return str(info["Id"])
+
+
+def base_tags(dockerfiles: list[Path]) -> set[str]:
+    """The images the Dockerfiles' FROM lines name (stage names and ${BASE_IMAGE} build args left out)."""
+    tags: set[str] = set()
+    for df in dockerfiles:
+        stages: set[str] = set()
+        for line in df.read_text(errors="replace").splitlines():
+            parts = line.split()
+            if len(parts) >= 2 and parts[0].upper() == "FROM":
+                args = [a for a in parts[1:] if not a.startswith("--")]
+                if not args:
+                    continue
+                image = args[0]
+                if len(args) >= 3 and args[1].upper() == "AS":
+                    stages.add(args[2].lower())
+                if "$" not in image and image.lower() not in stages and image != "scratch":
+                    tags.add(image)
+    return tags
+
+
 def _chunks(fp: IO[bytes]) -> Iterator[bytes]:
     while chunk := fp.read(1 << 20):
         yield chunk

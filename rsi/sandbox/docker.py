@@ -96,6 +96,10 @@ class DockerSandboxProvider:
         env = (info.get("Config") or {}).get("Env") or []
         return dict(e.split("=", 1) for e in env if "=" in e)
 
+    def image_labels(self, tag: str) -> dict[str, str]:
+        info = call(f"inspect image {tag}", self.api.inspect_image, tag, missing_ok=True) or {}
+        return dict((info.get("Config") or {}).get("Labels") or {})
+
     def ensure_image(
         self, env_dir: Path, env_digest: str, *, build_args: dict[str, str], timeout: float
     ) -> ImageRef:

@@ -240,6 +240,9 @@ class FakeSandboxProvider:
     def image_env(self, tag: str) -> dict[str, str]:
         return {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")}
 
+    def image_labels(self, tag: str) -> dict[str, str]:
+        return {}
+
     def ensure_image(
         self, env_dir: Path, env_digest: str, *, build_args: dict[str, str], timeout: float
     ) -> ImageRef:

@@ -95,3 +95,45 @@ def test_the_same_task_in_separate_mode_cannot_reach_the_agents_service(
     task = _task(tmp_path / "tasks", "service-separate", 'environment_mode = "separate"')
     t = run_job(ctx, RunRequest(paths=[task], agent="oracle")).trials[0]
     assert t.integrity == "snapshot" and not t.passed and t.reward == 0.0
+
+
+def test_a_public_from_tag_resolves_offline_and_the_trial_records_the_substitution(
+    ctx: WorkspaceContext, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    import docker
+
+    tag = "python:3.11-slim-bookworm"  # bookworm's python3 is 3.11: the bookworm base stands in
+    task = make_task(tmp_path / "tasks", "public-from", dockerfile=f"FROM {tag}\nWORKDIR /app\n")
+    api = docker.from_env().api
+    api.remove_image(tag, force=True) if api.images(name=tag) else None
+    doctor = subprocess.run([sys.executable, "-m", "rsi", "-w", str(ctx.ws.root), "doctor", "--no-start", "--json",
+                             str(tmp_path / "tasks")], capture_output=True, text=True)
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)}
+    assert checks[f"base {tag}"]["fix"] == f"rsi sandbox build-base --as {tag}", doctor.stdout
+    made = subprocess.run([sys.executable, "-m", "rsi", "sandbox", "build-base", "--as", tag],
+                          capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    try:
+        t = run_job(ctx, RunRequest(paths=[task], agent="oracle")).trials[0]
+        assert t.passed, (t.error_type, t.error_message)
+        result = json.loads((Path(t.trial_dir) / "result.json").read_text())
+        assert "standing in for python:3.11-slim-bookworm" in result["extra"]["base_substitution"][tag]
+    finally:
+        api.remove_image(tag, force=True)
+
+
+def test_base_tags_come_from_from_lines() -> None:
+    from rsi.sandbox.base_image import base_tags, suite_for
+
+    assert suite_for("python:3.13-slim-bookworm") == "trixie" and suite_for("ubuntu:24.04") == "trixie"
+    assert suite_for("python:3.11-slim") == "bookworm" and suite_for("debian:bullseye-slim") == "bookworm"
+    d = Path(__file__).parent / "_tmp_dockerfile"
+    try:
+        d.write_text("ARG BASE_IMAGE=x\nFROM ${BASE_IMAGE}\nFROM --platform=linux/amd64 ubuntu:24.04 AS build\n"
+                     "FROM build\nFROM python:3.13-slim-bookworm\n")
+        assert base_tags([d]) == {"ubuntu:24.04", "python:3.13-slim-bookworm"}
+    finally:
+        d.unlink()
