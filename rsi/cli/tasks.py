@@ -1,4 +1,4 @@
-"""`rsi tasks list|show|validate`: read and check Harbor-format tasks."""
+"""`rsi tasks list|show|validate|import`: read, check and import Harbor-format tasks."""
 
 from __future__ import annotations
 
@@ -83,3 +83,27 @@ def validate(ctx: typer.Context, paths: PathsArg = None) -> None:
     console.print(f"[green]{len(tasks)} task(s) valid[/]")
     for name in missing:
         console.print(f"[yellow]note:[/] {name} has no solution/solve.sh (the oracle cannot run it)")
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    src: Annotated[Path, typer.Argument(help="A Terminal-Bench 1 or Harbor task, or a directory of them.")],
+    fmt: Annotated[str | None, typer.Option("--format", help="tb1 | harbor (default: detected).")] = None,
+    into: Annotated[Path | None, typer.Option("--into", help="Destination (default: the workspace's tasks/).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Convert Terminal-Bench 1 tasks to Harbor format (or copy Harbor tasks), checked, with their origin."""
+    from rsi.core.errors import InputError
+    from rsi.store.task_import import import_tasks
+
+    with errors():
+        if fmt not in (None, "tb1", "harbor"):
+            raise InputError("--format", None, f"'{fmt}' is not one of tb1, harbor")
+        tasks = import_tasks(src, into or Workspace.locate(workspace_root(ctx)).tasks_dir, fmt)  # type: ignore[arg-type]
+    if json_out:
+        print_json([{"name": t.name, "path": t.path, "digest": t.digest, "origin": t.spec.metadata.rsi.origin}
+                    for t in tasks])
+        return
+    for t in tasks:
+        console.print(f"imported {t.name} -> {t.path} ({t.digest[:12]})", highlight=False)

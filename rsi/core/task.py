@@ -45,6 +45,7 @@ class RsiMetadata(BaseModel):
     seed: int | None = None
     parent_task: str | None = None
     discovered_by: str | None = None
+    origin: str | None = None  # where `rsi tasks import` took it from (tb1:/path, harbor:/path)
 
 
 class Metadata(_Loose):

@@ -137,3 +137,37 @@ def test_base_tags_come_from_from_lines() -> None:
         assert base_tags([d]) == {"ubuntu:24.04", "python:3.13-slim-bookworm"}
     finally:
         d.unlink()
+
+
+def _tb1_task(root: Path) -> Path:
+    """A task in Terminal-Bench 1's shape (written for this test, not copied from TB)."""
+    d = root / "tb1-count-words"
+    (d / "tests").mkdir(parents=True)
+    (d / "task.yaml").write_text(
+        "instruction: |-\n  Write the number of words in /app/story.txt to /app/count.txt.\n"
+        "author_email: someone@example.com\ndifficulty: easy\ncategory: file-operations\ntags: [wc]\n"
+        "parser_name: pytest\nmax_agent_timeout_sec: 120\nmax_test_timeout_sec: 60\nrun_tests_in_same_shell: false\n"
+    )
+    (d / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nWORKDIR /app\nCOPY story.txt /app/story.txt\n")
+    (d / "story.txt").write_text("one two three four\n")
+    (d / "docker-compose.yaml").write_text(
+        "services:\n  client:\n    build:\n      dockerfile: Dockerfile\n    command: [sh, -c, sleep infinity]\n")
+    (d / "run-tests.sh").write_text("#!/bin/bash\npython3 $TEST_DIR/test_outputs.py\n")
+    (d / "tests" / "test_outputs.py").write_text(
+        "from pathlib import Path\nassert Path('/app/count.txt').read_text().strip() == '4'\nprint('PASS')\n")
+    (d / "solution.sh").write_text("#!/bin/bash\nwc -w < /app/story.txt > /app/count.txt\n")
+    return d
+
+
+def test_a_terminal_bench_1_task_imports_and_runs(ctx: WorkspaceContext, tmp_path: Path) -> None:
+    import tomllib
+
+    from rsi.store.task_import import import_tasks
+
+    (task,) = import_tasks(_tb1_task(tmp_path / "tb1"), tmp_path / "imported")
+    spec = tomllib.loads((Path(task.path) / "task.toml").read_text())
+    assert spec["metadata"]["rsi"]["origin"].startswith("tb1:") and spec["verifier"]["environment_mode"] == "shared"
+    ok = run_job(ctx, RunRequest(paths=[Path(task.path)], agent="oracle")).trials[0]
+    assert ok.passed and ok.integrity == "shared", (ok.error_type, ok.error_message)
+    nop = run_job(ctx, RunRequest(paths=[Path(task.path)], agent="nop")).trials[0]
+    assert not nop.passed and nop.reward == 0.0
