@@ -9,6 +9,7 @@ Every run writes `trajectory.json` (ATIF), also when it ends early.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -249,6 +250,12 @@ class HarnessAgent:
             except ModelRequestError as e:
                 outcome.error_type, outcome.error_message = ErrorType.MODEL_CONFIG_ERROR, str(e)
                 return "model_request_error"
+            matched = getattr(result, "stop_reason", None)
+            if isinstance(matched, str) and matched in s.stop and result.content is not None:
+                # OpenAI semantics drop the stop string from the text; put the closing fence back so
+                # the history shows the model a well-formed reply (and the prompt extends the KV the
+                # server already holds for this sequence).
+                result = dataclasses.replace(result, content=result.content + matched)
             outcome.usage = outcome.usage.add(result.usage if result.usage.calls else _one_call(result.usage))
             outcome.model_queue_sec += getattr(result, "queue_sec", 0.0)
             outcome.turns = turn

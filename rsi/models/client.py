@@ -76,6 +76,9 @@ class ChatResult:
     # Seconds the server held the request in its queue before generating (the embedded server
     # reports it in the `x-queue-seconds` header; 0 where a server does not say).
     queue_sec: float = 0.0
+    # The stop string that ended the completion, where the server says (vLLM `stop_reason`, SGLang
+    # `matched_stop`); OpenAI semantics leave it out of `content`. None otherwise.
+    stop_reason: str | None = None
 
 
 def _error_message(resp: httpx.Response) -> str:
@@ -132,6 +135,15 @@ def parse_usage(body: dict[str, Any]) -> Usage:
         cached_tokens=int(details.get("cached_tokens") or 0),
         calls=1,
     )
+
+
+def _matched_stop(choice: dict[str, Any]) -> str | None:
+    """The stop *string* that ended a choice: vLLM's `stop_reason`, SGLang's `matched_stop` (token ids -> None)."""
+    for key in ("stop_reason", "matched_stop"):
+        v = choice.get(key)
+        if isinstance(v, str) and v:
+            return v
+    return None
 
 
 class _StopAtDeadline(stop_base):
@@ -276,6 +288,7 @@ class ChatClient:
             latency_sec=latency,
             raw=data,
             queue_sec=queue_sec,
+            stop_reason=_matched_stop(choice),
         )
 
     def list_models(self) -> list[str]:

@@ -115,7 +115,15 @@ class _Handler(BaseHTTPRequestHandler):
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": req.model,
-                "choices": [{"index": 0, "message": message, "finish_reason": res.finish_reason, "logprobs": None}],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "finish_reason": res.finish_reason,
+                        "stop_reason": res.stop_reason,  # vLLM's field: the stop string that matched
+                        "logprobs": None,
+                    }
+                ],
                 "usage": {
                     "prompt_tokens": res.prompt_tokens,
                     "completion_tokens": res.completion_tokens,

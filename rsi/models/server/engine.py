@@ -150,6 +150,9 @@ class GenResult:
     prompt_tokens: int
     completion_tokens: int
     queue_sec: float = 0.0  # waited in the queue before its batch started
+    # vLLM's `choices[].stop_reason`: the stop string that ended the text (it is not in `text`),
+    # else None (end-of-sequence token or max_tokens).
+    stop_reason: str | None = None
 
 
 @dataclass
@@ -396,8 +399,10 @@ class Engine:
                 break
         ids = ids[: req.max_tokens]
         text = str(self.tokenizer.decode(ids, skip_special_tokens=True))
-        cut = min((text.find(s) for s in req.stop if s and s in text), default=-1)
-        if cut >= 0:
+        hits = [(text.find(s), s) for s in req.stop if s and s in text]
+        stop_reason = None
+        if hits:
+            cut, stop_reason = min(hits)
             text, finish = text[:cut], "stop"
         content, calls = parse_tool_calls(text, tools_offered=bool(req.tools))
         if calls:
@@ -408,6 +413,7 @@ class Engine:
             finish_reason=finish,
             prompt_tokens=prompt_tokens,
             completion_tokens=len(ids),
+            stop_reason=stop_reason,
         )
 
 
