@@ -34,7 +34,15 @@ from rsi.core.limits import EffectiveLimits, effective_limits
 from rsi.core.task import Task, resolve_env
 from rsi.core.trial import NEVER_PASS, ErrorType, Timings, TrialResult
 from rsi.exec.grading import RewardError, grading_policy, parse_reward, tamper_findings
-from rsi.exec.verify import VerifierRun, read_reward_files, run_shared, stage_archive, top_entry, verifier_script
+from rsi.exec.verify import (
+    VerifierRun,
+    read_reward_files,
+    run_shared,
+    stage_archive,
+    top_entry,
+    verifier_script,
+    verifier_shim,
+)
 from rsi.harness.agent import AGENTS, Agent, AgentContext, AgentOutcome
 from rsi.sandbox.base import (
     LABEL_JOB,
@@ -314,15 +322,17 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
         t = time.monotonic()
         _collect_artifacts(box, task, plan.trial_dir)
         changed = box.changed_paths()
-        path_dirs = env.provider.image_env(image.tag).get("PATH", "").split(":")
+        image_env = env.provider.image_env(image.tag)
+        path_dirs = image_env.get("PATH", "").split(":")
         findings = tamper_findings(changed, policy, path_dirs=path_dirs, exempt=outcome.exempt_paths)
         vtimeout = plan.limits.verifier_timeout_sec
         tests_dir = Path(task.path) / "tests"
+        shim = verifier_shim(tests_dir, image_env)  # uv / uvx for a TB 2.x test.sh, offline; recorded
         if policy.integrity == "shared":
             timings.snapshot = time.monotonic() - t
             t = time.monotonic()
             venv = resolve_env(task.spec.verifier.env, os.environ)
-            vrun = run_shared(box, tests_dir, policy, vtimeout, venv, contract.grading.reward_files)
+            vrun = run_shared(box, tests_dir, policy, vtimeout, venv, contract.grading.reward_files, shim)
         else:
             if policy.integrity == "declared_outputs":
                 archives = {i: box.get_archive(p) for i, p in enumerate(policy.reads)}
@@ -337,7 +347,8 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             env.untrack(box)
             vspec = sandbox_spec(plan, vimage, "verifier")
             vspec.command = verifier_script(policy, present)
-            vspec.staged = stage_archive(tests_dir, reads)
+            vspec.staged = stage_archive(tests_dir, reads, shim.files if shim else ())
+            vspec.env = {**(shim.env if shim else {}), **vspec.env}
             timings.snapshot = time.monotonic() - t
             t = time.monotonic()
             vbox = env.provider.start(vspec)
@@ -369,6 +380,8 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             model_name=outcome.model_name,
             turns=outcome.turns,
         )
+        if shim is not None:
+            r.extra["verifier_shim"] = shim.record
         subs = _substitutions(env, task)
         if subs:
             r.extra["base_substitution"] = subs

@@ -6,7 +6,8 @@ can rewrite the reward afterwards; the exit code comes from the daemon, not from
 Level 1 starts from the task's pristine image with only the declared reads copied in; level 2
 from a snapshot of the frozen agent container. Level 3 (`shared`) runs test.sh in the agent's own
 container and freezes it before the reward is read. In every level test.sh runs in the task's
-workdir with the image's environment plus `[verifier] env`.
+workdir with the image's environment plus `[verifier] env`; a test.sh that fetches uv's installer or
+calls uv gets rsi's verify-time tool shim first (sandbox/tool_shim.py), and the trial records it.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from pathlib import Path
 
 from rsi.exec.grading import GradingPolicy
 from rsi.sandbox.base import ExecResult, Sandbox, SandboxError
+from rsi.sandbox.tool_shim import Shim, build_shim
 
 VERIFIER_DIR = "/logs/verifier"
 STAGE = ".rsi-stage"
 R = '"${SANDBOX_ROOT:-}"'  # empty in a container; the fake provider's private root otherwise
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # Docker's, for an image without one
 
 
 @dataclass
@@ -38,12 +41,25 @@ def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def stage_archive(tests_dir: Path, reads: dict[int, bytes]) -> bytes:
+def verifier_shim(tests_dir: Path, image_env: dict[str, str]) -> Shim | None:
+    """The verify-time tool shim this task's test.sh (or a script it runs: TB1's run-tests.sh) needs."""
+    scripts = sorted(tests_dir.rglob("*.sh")) if tests_dir.is_dir() else []
+    text = "\n".join(p.read_text(errors="replace") for p in scripts if p.is_file())
+    return build_shim(text, home=image_env.get("HOME") or "/root", image_path=image_env.get("PATH") or DEFAULT_PATH)
+
+
+def stage_archive(tests_dir: Path, reads: dict[int, bytes],
+                  extra: list[tuple[str, bytes, int]] | tuple[()] = ()) -> bytes:
     """One tar for `/`: the task's tests under .rsi-stage/tests and each declared read `i` (a
-    docker-cp style archive whose top entry is the path's basename) under .rsi-stage/reads/i/."""
+    docker-cp style archive whose top entry is the path's basename) under .rsi-stage/reads/i/;
+    `extra` files (the tool shim: absolute path, data, mode) at their own paths."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as out:
         out.add(str(tests_dir), arcname=f"{STAGE}/tests", filter=_root_owned)
+        for path, data, mode in extra:
+            info = _root_owned(tarfile.TarInfo(posixpath.normpath(path).lstrip("/")))
+            info.size, info.mode = len(data), mode
+            out.addfile(info, io.BytesIO(data))
         for i, data in reads.items():
             with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as src:
                 for member in src:
@@ -100,14 +116,19 @@ def read_reward_files(box: Sandbox, names: list[str]) -> dict[str, bytes | None]
 
 
 def run_shared(box: Sandbox, tests_dir: Path, policy: GradingPolicy, timeout: float,
-               env: dict[str, str] | None, reward_files: list[str]) -> VerifierRun:
-    """Level 3: test.sh in the agent's container; the container is frozen before the reward is read."""
+               env: dict[str, str] | None, reward_files: list[str], shim: Shim | None = None) -> VerifierRun:
+    """Level 3: test.sh in the agent's container (after the tool shim, if any, is put in place); the
+    container is frozen before the reward is read."""
     wipe = box.exec(
         f'rm -rf {R}/tests {R}{VERIFIER_DIR} && mkdir -p {R}{VERIFIER_DIR} {R}/tests', timeout=60
     )
     if not wipe.ok:
         raise SandboxError(f"could not prepare the verifier sandbox: {wipe.stderr.strip()[:200]}")
     box.put_dir(tests_dir, "/tests")
+    if shim is not None:
+        for path, data, mode in shim.files:
+            box.put_file(path, data, mode)
+        env = {**shim.env, **(env or {})}
     res = box.exec(f"bash {R}/tests/test.sh", timeout=timeout, workdir=policy.workdir, env=env or None)
     box.freeze()
     return VerifierRun(res, read_reward_files(box, reward_files))

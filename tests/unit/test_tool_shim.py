@@ -1,0 +1,86 @@
+"""The verify-time tool shim: which test scripts get it, what it holds, and how its curl/wget wrappers behave."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rsi.sandbox import tool_shim
+from rsi.sandbox.tool_shim import SHIM_BIN, SHIM_DIR, build_shim, wants_shim
+
+TB2 = "curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh\nsource $HOME/.local/bin/env\nuvx -p 3.13 pytest\n"
+
+
+@pytest.mark.parametrize(("script", "want"), [
+    (TB2, True),
+    ("wget -qO- https://astral.sh/uv/install.sh | sh\n", True),
+    ("uv run pytest /tests\n", True),
+    ("cd /app && uvx pytest\n", True),
+    ("python3 /tests/check.py\n", False),
+    ("uvicorn app:main && echo 1 > /logs/verifier/reward.txt\n", False),
+])
+def test_which_test_scripts_get_the_shim(script: str, want: bool) -> None:
+    assert wants_shim(script) is want
+
+
+def test_no_shim_for_a_test_that_needs_none() -> None:
+    assert build_shim("python3 /tests/check.py\n", home="/root", image_path="/usr/bin") is None
+
+
+def test_the_shim_holds_uv_where_the_installer_puts_it_and_says_so() -> None:
+    if tool_shim.host_uv() is None:
+        pytest.fail("the uv wheel is an rsi dependency: pip install uv")
+    shim = build_shim(TB2, home="/root", image_path="/usr/bin:/bin", host_env={"UV_DEFAULT_INDEX": "https://m/simple"})
+    assert shim is not None
+    paths = {p for p, _, _ in shim.files}
+    assert {f"{SHIM_BIN}/uv", f"{SHIM_BIN}/uvx", "/root/.local/bin/uv", "/root/.local/bin/uvx",
+            "/root/.local/bin/env", f"{SHIM_BIN}/curl", f"{SHIM_BIN}/wget"} <= paths
+    assert shim.env["PATH"] == f"{SHIM_BIN}:/usr/bin:/bin" and shim.env["UV_DEFAULT_INDEX"] == "https://m/simple"
+    assert shim.record["used"] is True and "PyPI uv wheel" in str(shim.record["uv"])
+    assert "stand-in" in str(shim.record["installer"]) and str(shim.record["python"]).startswith("from the image")
+
+
+def test_without_a_uv_wheel_the_record_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tool_shim, "host_uv", lambda: None)
+    shim = build_shim(TB2, home="/root", image_path="/usr/bin")
+    assert shim is not None and not shim.files and shim.record["used"] is False and "pip install uv" in str(
+        shim.record["why"])
+
+
+def _wrapper(tmp: Path, name: str) -> tuple[Path, dict[str, str]]:
+    """The wrapper script as it lands in the sandbox, run on the host: SHIM_DIR paths mapped into tmp."""
+    shim_dir, real = tmp / "shim", tmp / "real"
+    (shim_dir / "bin").mkdir(parents=True)
+    real.mkdir()
+    text = tool_shim.WRAPPER.format(name=name, dir=shim_dir, bin=shim_dir / "bin")
+    (shim_dir / "bin" / name).write_text(text)
+    (shim_dir / "uv-installer.sh").write_text("# stand-in\n")
+    (real / name).write_text(f'#!/bin/sh\necho "real {name} $*"\n')
+    for p in (shim_dir / "bin" / name, real / name):
+        p.chmod(0o755)
+    assert SHIM_DIR in tool_shim.WRAPPER.format(name=name, dir=SHIM_DIR, bin=SHIM_BIN)
+    return shim_dir / "bin" / name, {**os.environ, "PATH": f"{shim_dir / 'bin'}:{real}:/usr/bin:/bin"}
+
+
+def test_curl_answers_the_installer_fetch_and_passes_everything_else_on(tmp_path: Path) -> None:
+    curl, env = _wrapper(tmp_path, "curl")
+    got = subprocess.run([str(curl), "-LsSf", "https://astral.sh/uv/0.9.5/install.sh"], capture_output=True,
+                         text=True, env=env)
+    assert got.returncode == 0 and got.stdout == "# stand-in\n" and "rsi shim" in got.stderr
+    out = tmp_path / "inst.sh"
+    subprocess.run([str(curl), "-sSf", "-o", str(out), "https://astral.sh/uv/install.sh"], env=env, check=True)
+    assert out.read_text() == "# stand-in\n"
+    other = subprocess.run([str(curl), "-s", "http://example.org/x"], capture_output=True, text=True, env=env)
+    assert other.stdout.strip() == "real curl -s http://example.org/x"
+
+
+def test_wget_writes_the_stand_in_where_wget_would(tmp_path: Path) -> None:
+    wget, env = _wrapper(tmp_path, "wget")
+    piped = subprocess.run([str(wget), "-qO-", "https://astral.sh/uv/install.sh"], capture_output=True, text=True,
+                           env=env)
+    assert piped.stdout == "# stand-in\n"
+    subprocess.run([str(wget), "-q", "https://astral.sh/uv/install.sh"], env=env, cwd=tmp_path, check=True)
+    assert (tmp_path / "install.sh").read_text() == "# stand-in\n"
