@@ -57,7 +57,9 @@ def _tb1_task_toml(meta: dict[str, Any], origin: str) -> str:
         "[agent]", f"timeout_sec = {float(meta.get('max_agent_timeout_sec') or 900):g}", "",
         "[verifier]", f"timeout_sec = {float(meta.get('max_test_timeout_sec') or 180):g}",
         'environment_mode = "shared"', "",
-        "[environment]", 'network_mode = "no-network"', "",
+        # TB1 ran its compose service on Docker's default network (its run-tests.sh fetch uv and pytest);
+        # the contract's ceiling still decides what a trial gets.
+        "[environment]", 'network_mode = "public"', "",
     ]
     return "\n".join(lines)
 

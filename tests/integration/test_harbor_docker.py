@@ -1,8 +1,10 @@
 """Harbor-shaped tasks in real Docker, offline, unedited: Terminal-Bench 2.1's task.toml shape, a test that
-talks to a service the agent started (Harbor's `shared` verifier), artifacts, [solution] env."""
+talks to a service the agent started (Harbor's `shared` verifier), artifacts, [solution] env; the fixture
+tasks in tests/fixtures (TB 2.1 and TB1 shapes, uv-installing test scripts) through the verify-time shim."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -14,6 +16,8 @@ from rsi.loop.run import RunRequest, run_job
 from tests.taskgen import make_task
 
 pytestmark = pytest.mark.docker
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 TOML = '''schema_version = "1.1"
 
@@ -171,3 +175,85 @@ def test_a_terminal_bench_1_task_imports_and_runs(ctx: WorkspaceContext, tmp_pat
     assert ok.passed and ok.integrity == "shared", (ok.error_type, ok.error_message)
     nop = run_job(ctx, RunRequest(paths=[Path(task.path)], agent="nop")).trials[0]
     assert not nop.passed and nop.reward == 0.0
+
+
+# -- the fixture tasks in Terminal-Bench 2.1 / TB1 shape, run unedited through the verify-time tool shim
+
+def _tree(d: Path) -> dict[str, str]:
+    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def _stand_ins(dockerfile: Path) -> None:
+    """`rsi sandbox build-base --as TAG` for each FROM tag the daemon lacks (what `rsi doctor` asks for)."""
+    import docker
+
+    from rsi.sandbox.base_image import base_tags, substitute_base
+
+    api = docker.from_env().api
+    for tag in base_tags([dockerfile]):
+        if not api.images(name=tag):
+            substitute_base(tag)
+
+
+@pytest.fixture
+def net_ctx(tmp_path: Path) -> WorkspaceContext:
+    """A workspace whose contract lets a task that asks for `public` have it: TB 2.x tasks say
+    allow_internet = true, and their verifiers fetch pytest from PyPI (the mirror the host uses)."""
+    init_workspace(tmp_path / "ws", starter_tasks=False)
+    contract = tmp_path / "ws" / "contracts" / "hcp-1.0.yaml"
+    text = contract.read_text()
+    assert "network: false" in text
+    contract.write_text(text.replace("network: false", "network: true", 1))
+    return WorkspaceContext.open(tmp_path / "ws")
+
+
+def _verifier_out(t: object) -> str:
+    vdir = Path(t.trial_dir) / "verifier"  # type: ignore[attr-defined]
+    names = ("test-stdout.txt", "test-stderr.txt")
+    return "".join((vdir / n).read_text()[-3000:] for n in names if (vdir / n).exists())
+
+
+@pytest.mark.parametrize("name", ["csv-region-totals", "kv-http-service"])
+def test_terminal_bench_2_1_shaped_tasks_pass_with_oracle_and_fail_with_nop_unedited(
+    net_ctx: WorkspaceContext, name: str
+) -> None:
+    import docker
+
+    task = FIXTURES / "tb21" / name
+    before = _tree(task)
+    _stand_ins(task / "environment" / "Dockerfile")
+    ok = run_job(net_ctx, RunRequest(paths=[task], agent="oracle")).trials[0]
+    assert ok.passed, (ok.error_type, ok.error_message, _verifier_out(ok))
+    assert ok.integrity == "shared"  # TB 2.1 leaves environment_mode unset: Harbor's shared default
+    extra = json.loads((Path(ok.trial_dir) / "result.json").read_text())["extra"]
+    shim = extra["verifier_shim"]
+    assert shim["used"] is True and "from the PyPI uv wheel" in shim["uv"]
+    assert shim["python"].startswith("from the image")
+    stderr = (Path(ok.trial_dir) / "verifier" / "test-stderr.txt").read_text()
+    assert "answered with rsi's offline stand-in for uv's installer" in stderr  # the curl | sh was intercepted
+    assert "passed" in (Path(ok.trial_dir) / "verifier" / "test-stdout.txt").read_text()  # pytest really ran
+    if docker.from_env().api.inspect_image("python:3.13-slim-bookworm")["Config"]["Labels"].get("rsi.substitute"):
+        assert "standing in for python:3.13-slim-bookworm" in extra["base_substitution"]["python:3.13-slim-bookworm"]
+    nop = run_job(net_ctx, RunRequest(paths=[task], agent="nop")).trials[0]
+    assert not nop.passed and nop.reward == 0.0, (nop.error_type, nop.error_message)
+    assert nop.verifier_exit_code == 0  # pytest failed, test.sh wrote 0: a clean fail, not a broken verifier
+    assert _tree(task) == before  # no file of the task was edited
+
+
+def test_a_terminal_bench_1_shaped_task_with_a_uv_run_tests_sh_imports_and_runs(
+    net_ctx: WorkspaceContext, tmp_path: Path
+) -> None:
+    from rsi.store.task_import import import_tasks
+
+    src = FIXTURES / "tb1" / "tb1-line-stats"
+    before = _tree(src)
+    (task,) = import_tasks(src, tmp_path / "imported")
+    _stand_ins(Path(task.path) / "environment" / "Dockerfile")
+    ok = run_job(net_ctx, RunRequest(paths=[Path(task.path)], agent="oracle")).trials[0]
+    assert ok.passed and ok.integrity == "shared", (ok.error_type, ok.error_message, _verifier_out(ok))
+    extra = json.loads((Path(ok.trial_dir) / "result.json").read_text())["extra"]
+    assert extra["verifier_shim"]["used"] is True  # run-tests.sh's uv install, not test.sh's
+    nop = run_job(net_ctx, RunRequest(paths=[Path(task.path)], agent="nop")).trials[0]
+    assert not nop.passed and nop.reward == 0.0
+    assert _tree(src) == before
