@@ -12,7 +12,7 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rsi.core.errors import InputError, first_validation_error
 
@@ -73,6 +73,8 @@ class VerifierSection(_Loose):
     # Harbor: `shared` runs test.sh in the agent's container (integrity level 3), `separate` in a
     # fresh one. Unset: Harbor's default (shared) for Harbor-schema tasks, the contract's otherwise.
     environment_mode: Literal["shared", "separate"] | None = None
+    # Harbor's separate verifier environment of its own (an image/Dockerfile table): refused, see refusals().
+    environment: dict[str, Any] | None = None
     # The paths the verifier reads (rsi's field). When set, the verifier starts from the pristine
     # image with only these paths copied in from the agent's container (integrity level 1).
     reads: list[str] | None = None
@@ -85,10 +87,14 @@ class SolutionSection(_Loose):
 class EnvironmentSection(_Loose):
     build_timeout_sec: float = Field(default=600.0, gt=0)
     docker_image: str | None = None  # rsi builds environment/Dockerfile instead (offline), and says so
+    docker_image_archive: str | None = None  # likewise not loaded: the Dockerfile is built, and the trial says so
+    docker_image_archive_expected_sha256: str | None = None
     os: str | None = None
     cpus: float = Field(default=1.0, gt=0)
     memory_mb: int = Field(default=1024, gt=0)
     storage_mb: int | None = None  # not enforceable on overlay2 without xfs quotas: recorded, not applied
+    memory: str | None = None  # Harbor's deprecated spellings ("2G", "512M"), mapped to memory_mb / storage_mb
+    storage: str | None = None
     gpus: int = Field(default=0, ge=0)
     gpu_types: list[str] | None = None
     pids: int = Field(default=256, gt=0)
@@ -110,6 +116,26 @@ class EnvironmentSection(_Loose):
     protected_paths: list[str] | None = None
     protected_paths_add: list[str] = Field(default_factory=list)
     protected_paths_remove: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _deprecated_sizes(self) -> EnvironmentSection:
+        if self.memory is not None:
+            self.memory_mb = _size_mb(self.memory, "environment.memory")
+        if self.storage is not None:
+            self.storage_mb = _size_mb(self.storage, "environment.storage")
+        return self
+
+
+def _size_mb(text: str, field: str) -> int:
+    """Harbor's deprecated size strings: a number with G, M or K."""
+    t = text.strip().upper()
+    scale = {"G": 1024.0, "M": 1.0, "K": 1 / 1024}.get(t[-1:])
+    try:
+        if scale is None:
+            raise ValueError
+        return int(float(t[:-1]) * scale)
+    except ValueError:
+        raise ValueError(f"{field}: '{text}' is not a size like '2G' or '512M'") from None
 
 
 class TaskSection(_Loose):
@@ -133,6 +159,17 @@ class TaskSpec(BaseModel):
     environment: EnvironmentSection = Field(default_factory=EnvironmentSection)
     solution: SolutionSection = Field(default_factory=SolutionSection)
     steps: list[dict[str, Any]] | None = None
+    multi_step_reward_strategy: str | None = None  # only meaningful with [[steps]], which are refused
+    source: str | None = None  # Harbor's provenance string: kept in the spec, not acted on
+    # Harbor's top-level artifacts: a path, or {source, destination, exclude}; copied out after the agent.
+    artifacts: list[str | dict[str, Any]] = Field(default_factory=list)
+
+    def artifact_sources(self) -> list[str]:
+        """Every artifact path to copy out: `[environment] artifacts` and the top-level list."""
+        out = list(self.environment.artifacts)
+        for a in self.artifacts:
+            out.append(a if isinstance(a, str) else str(a.get("source", "")))
+        return [p for p in out if p]
 
     def network(self, phase: Literal["agent", "verifier"] = "agent") -> Network:
         """The network a phase asks for: its own `network_mode`, else the environment's, else
@@ -194,6 +231,16 @@ def refusals(spec: TaskSpec) -> list[tuple[str, str]]:
             out.append((f"{fld}.network_mode", "allowlist: rsi has no egress filter; use no-network or public"))
     if spec.steps:
         out.append(("steps", "multi-step tasks are not built in rsi"))
+    if spec.verifier.environment is not None:
+        out.append(("verifier.environment", "a verifier environment of its own is not built: rsi's separate "
+                                            "verifier starts from the task's image or the agent's snapshot"))
+    for i, a in enumerate(spec.artifacts):
+        if isinstance(a, dict) and not a.get("source"):
+            out.append((f"artifacts[{i}].source", "missing: an artifact names the path to copy out"))
+        elif isinstance(a, dict) and (a.get("destination") or a.get("exclude")):
+            key = "destination" if a.get("destination") else "exclude"
+            out.append((f"artifacts[{i}].{key}", "rsi copies an artifact to artifacts/ as it is (no renaming "
+                                                 "or exclude patterns)"))
     if env.mcp_servers:
         out.append(("environment.mcp_servers", "rsi does not provide MCP servers to agents"))
     if env.healthcheck is not None:

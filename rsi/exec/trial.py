@@ -385,9 +385,11 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
         subs = _substitutions(env, task)
         if subs:
             r.extra["base_substitution"] = subs
-        if task.spec.environment.docker_image:
-            r.extra["image_source"] = (f"built from environment/Dockerfile; docker_image "
-                                       f"{task.spec.environment.docker_image} was not pulled")
+        tenv = task.spec.environment
+        if tenv.docker_image or tenv.docker_image_archive:
+            named = f"docker_image {tenv.docker_image}" if tenv.docker_image else \
+                f"docker_image_archive {tenv.docker_image_archive}"
+            r.extra["image_source"] = f"built from environment/Dockerfile; {named} was not pulled"
         _write_result(plan, r)
         return r
     finally:
@@ -412,8 +414,8 @@ def _substitutions(env: TrialEnv, task: Task) -> dict[str, str]:
 
 
 def _collect_artifacts(box: Sandbox, task: Task, trial_dir: Path) -> None:
-    """Harbor's `[environment] artifacts`: copied out of the agent's container into artifacts/."""
-    for path in task.spec.environment.artifacts:
+    """Harbor's artifacts (top-level and `[environment]`): copied out of the agent's container into artifacts/."""
+    for path in task.spec.artifact_sources():
         data = box.get_archive(path)
         if data is None:
             continue
