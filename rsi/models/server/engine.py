@@ -1,26 +1,29 @@
-"""The embedded server's engine: model loading, LoRA adapters, prompt rendering and generation.
+"""The embedded server's engine: one resident model, LoRA adapters, a request queue and a decode loop.
 
 One base model stays resident; PEFT LoRA adapters are added and removed by name, and every request
 names either the base or one adapter (vLLM's multi-LoRA convention). A single worker thread owns the
-model. By default requests run one at a time, so a greedy answer never depends on what else was
-running: attribution re-runs rely on that. With `max_batch > 1`, greedy requests that arrive while
-the worker is busy are decoded together as one batch (PEFT mixed-adapter batches, so base and several
-adapters share a forward pass); on a CPU decoding is bound by reading the weights, so a batch of four
-costs little more than one, but padding and batch shape change the rounding, so a greedy answer may
-then differ by a token from the same request run alone. Sampled requests always run alone so a seed
-reproduces its output.
+model and runs a continuous-batching loop:
+
+- a request waits in a bounded queue (`max_queue`; beyond it the server answers 503, which clients
+  retry), then is prefilled on its own: the longest token prefix the prefix cache holds for the
+  same adapter is reused and only the rest is computed (`cached_tokens` in the usage, as vLLM);
+- greedy requests decode together, up to `max_batch` rows per forward pass (PEFT mixed-adapter
+  batches); padding changes the rounding, so with `max_batch > 1` a greedy answer may differ by a
+  token from the same request run alone. Sampled requests run alone, so a seed reproduces its
+  output. `max_batch = 1` runs every request alone;
+- a row ends at an end-of-sequence token, a stop string, a complete tool call (requests with tools),
+  `max_tokens`, or cancellation: a cancelled request (its client went away) leaves the batch at the
+  next step, or between prefill chunks, and frees the engine at once;
+- a finished row's KV goes to the prefix cache (bounded in bytes, LRU; keyed by adapter).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import collections
 import os
-import queue
-import shutil
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,22 +33,21 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
-from transformers import (  # noqa: E402
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    PreTrainedTokenizerBase,
-    StoppingCriteria,
-    StoppingCriteriaList,
-)
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 from rsi.core.errors import RsiError  # noqa: E402
-from rsi.models.embedded import DEFAULT_MODEL_ID, cache_dir, find_default_gguf  # noqa: E402
+from rsi.models.server.decode import Batch, GenRequest, GenResult, Row  # noqa: E402
+from rsi.models.server.kernels import apply_kernels  # noqa: E402
+from rsi.models.server.kv_cache import PrefixCache, cache_layers  # noqa: E402
+from rsi.models.server.model_files import config_of, default_dtype, resolve_model  # noqa: E402
 from rsi.models.server.tools import parse_tool_calls, render_tool_calls, tools_system_text  # noqa: E402
+from rsi.models.sizing import ServerSizing, size_server  # noqa: E402
 
 hf_logging.disable_progress_bar()
 
 BASE_ADAPTER = "__base__"  # PEFT's name for "no adapter" in a mixed batch
+PREFILL_CHUNK = 256  # tokens per prefill forward pass; cancellation is checked between chunks
 
 
 class EngineError(RsiError):
@@ -56,175 +58,102 @@ class EngineError(RsiError):
         self.status = status
 
 
-# -- model files ----------------------------------------------------------------------------
+class Cancelled(EngineError):
+    def __init__(self) -> None:
+        super().__init__("request cancelled", status=499)
 
 
-def _file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+class Job:
+    """One submitted request: wait for it, stream it, or cancel it."""
 
+    def __init__(self, request: GenRequest, on_delta: Callable[[str], object] | None = None) -> None:
+        self.request = request
+        self.on_delta = on_delta
+        self.cancelled = threading.Event()
+        self.done = threading.Event()
+        self.result: GenResult | None = None
+        self.error: BaseException | None = None
+        self.queued_at = time.monotonic()
+        self._callbacks: list[Callable[[Job], object]] = []
+        self._cb_lock = threading.Lock()
+        self.wake: Callable[[], None] = lambda: None
 
-def convert_gguf(gguf: Path, model_id: str) -> Path:
-    """A saved transformers copy of `gguf` in the cache, made once (dequantizing takes ~20 s)."""
-    target = cache_dir() / "models" / f"{model_id}-{_file_digest(gguf)[:8]}"
-    if (target / "config.json").is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model: Any = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-    # The weights are now plain float32; drop the GGUF quantizer so save_pretrained accepts them.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
-    model.save_pretrained(str(tmp))
-    tok.save_pretrained(str(tmp))
-    try:
-        tmp.rename(target)  # atomic: a concurrent starter either sees all of it or none
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)  # another process got there first
-    return target
+    def cancel(self) -> None:
+        """Give the request up: it leaves the queue or the batch at once and its answer is Cancelled."""
+        self.cancelled.set()
+        self.wake()
 
+    def add_done_callback(self, fn: Callable[[Job], object]) -> None:
+        with self._cb_lock:
+            if not self.done.is_set():
+                self._callbacks.append(fn)
+                return
+        fn(self)
 
-def resolve_model(spec: str | None) -> tuple[Path, str]:
-    """(`model dir`, `served id`) for `--model`: default/None = the wheel's SmolLM2, or a path."""
-    if spec in (None, "", "default"):
-        return convert_gguf(find_default_gguf(), DEFAULT_MODEL_ID), DEFAULT_MODEL_ID
-    path = Path(str(spec)).expanduser()
-    if path.is_file() and path.suffix == ".gguf":
-        model_id = path.name.split(".")[0]
-        return convert_gguf(path, model_id), model_id
-    if not (path / "config.json").is_file():
-        raise RsiError(f"--model: {spec} is neither a .gguf file nor a model directory with config.json", exit_code=2)
-    return path.resolve(), path.resolve().name
+    def _resolve(self, result: GenResult | None = None, error: BaseException | None = None) -> None:
+        with self._cb_lock:
+            if self.done.is_set():
+                return
+            self.result, self.error = result, error
+            self.done.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            fn(self)
 
-
-def config_of(model_dir: Path) -> Any:
-    from transformers import AutoConfig
-
-    return AutoConfig.from_pretrained(str(model_dir))
-
-
-def default_threads() -> int:
-    """Half the CPUs, at least 1, at most 4."""
-    return max(1, min(4, (os.cpu_count() or 1) // 2))
-
-
-def default_dtype() -> torch.dtype:
-    """bfloat16 where the CPU has native bf16 (halves the weight traffic that bounds decoding)."""
-    try:
-        if torch.ops.mkldnn._is_mkldnn_bf16_supported():
-            return torch.bfloat16
-    except (AttributeError, RuntimeError):
-        pass
-    return torch.float32
-
-
-# -- requests -------------------------------------------------------------------------------
-
-
-@dataclass
-class GenRequest:
-    model: str
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]] | None = None
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_tokens: int = 256
-    stop: list[str] = field(default_factory=list)
-    seed: int | None = None
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature <= 0.0
-
-
-@dataclass
-class GenResult:
-    text: str | None
-    tool_calls: list[dict[str, Any]]
-    finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
-    queue_sec: float = 0.0  # waited in the queue before its batch started
-    # vLLM's `choices[].stop_reason`: the stop string that ended the text (it is not in `text`),
-    # else None (end-of-sequence token or max_tokens).
-    stop_reason: str | None = None
-
-
-@dataclass
-class _Job:
-    request: GenRequest
-    queued_at: float = field(default_factory=time.monotonic)
-    done: threading.Event = field(default_factory=threading.Event)
-    result: GenResult | None = None
-    prompt: str = ""
-    error: BaseException | None = None
-
-
-class _RowStops(StoppingCriteria):
-    """Per-row stop: its own max_tokens, or one of its stop strings in the text so far."""
-
-    def __init__(self, tok: PreTrainedTokenizerBase, prompt_len: int, limits: list[int], stops: list[list[str]]):
-        self.tok, self.prompt_len, self.limits, self.stops = tok, prompt_len, limits, stops
-
-    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
-        n = input_ids.shape[1] - self.prompt_len
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool)
-        for i, (limit, stops) in enumerate(zip(self.limits, self.stops, strict=True)):
-            if n >= limit:
-                done[i] = True
-            elif stops:
-                tail = self.tok.decode(input_ids[i, self.prompt_len :][-32:], skip_special_tokens=True)
-                done[i] = any(s in tail for s in stops)
-        return done  # type: ignore[return-value]
-
-
-# -- engine ---------------------------------------------------------------------------------
+    def wait(self, timeout: float | None = None) -> GenResult:
+        if not self.done.wait(timeout):
+            raise TimeoutError("generation did not finish in time")
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
 
 
 class Engine:
-    """Owns the model; `generate` may be called from many threads at once."""
+    """Owns the model; `submit` / `generate` may be called from many threads at once."""
 
     def __init__(
         self,
         model: str | None = None,
         *,
         dtype: torch.dtype | None = None,
-        threads: int | None = None,
         served_name: str | None = None,
-        max_batch: int = 1,
+        sizing: ServerSizing | None = None,
+        threads: int | None = None,
+        max_batch: int | None = None,
     ) -> None:
-        # Decoding is bound by memory bandwidth, so one thread per two cores loses little and leaves
-        # the rest to the sandboxes (measured on 2 shared cores: 1 thread 29-30 tok/s, 2 threads 21-27).
-        torch.set_num_threads(threads or default_threads())
+        self.sizing = sizing or size_server(threads=threads, max_batch=max_batch)
+        torch.set_num_threads(self.sizing.threads)
         self.model_dir, model_id = resolve_model(model)
         self.model_id = served_name or model_id
-        self.max_batch = max(1, max_batch)
+        self.max_batch = self.sizing.max_batch
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir))
-        self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.dtype = dtype or default_dtype()
         self.context_len = int(getattr(config_of(self.model_dir), "max_position_embeddings", 0) or 8192)
         self.model: Any = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=self.dtype).eval()
+        self.kernels = apply_kernels(self.model, self.sizing.kernels)
         self.adapters: dict[str, str] = {}  # serve name -> path
+        self._epochs: dict[str, int] = {}  # serve name -> load count: a reloaded name never sees old KV
+        self._loads = 0
+        self.prefix_cache = PrefixCache(self.sizing.prefix_cache_bytes)
         self._stop_ids = self._stop_token_ids()
         template = self.tokenizer.chat_template or ""
         self._template_has_tools = "tools" in template
         self._lock = threading.Lock()  # guards self.model / self.adapters against the worker
-        self._queue: queue.Queue[_Job] = queue.Queue()
-        self._warm_up()
+        self._cv = threading.Condition()
+        self._pending: collections.deque[Job] = collections.deque()
+        self._batch = Batch()
+        self._closed = False
         self._worker = threading.Thread(target=self._run, name="rsi-engine", daemon=True)
         self._worker.start()
+        self._warm_up()
 
     def _warm_up(self) -> None:
         """One tiny generation, so the first real request does not pay for kernel set-up."""
-        req = GenRequest(model=self.model_id, messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
-        self._generate_batch([(req, self.render(req))])
+        self.generate(GenRequest(model=self.model_id, messages=[{"role": "user", "content": "Hi"}], max_tokens=2))
+        self.prefix_cache.reset()
 
     def _stop_token_ids(self) -> list[int]:
         ids = {self.tokenizer.eos_token_id}
@@ -233,6 +162,25 @@ class Engine:
             if isinstance(tid, int) and tid != self.tokenizer.unk_token_id:
                 ids.add(tid)
         return sorted(i for i in ids if i is not None)
+
+    def info(self) -> dict[str, Any]:
+        """What the server runs with, for /health and `rsi doctor`."""
+        with self._cv:
+            queued, running = len(self._pending), len(self._batch)
+        return {
+            "model": self.model_id,
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "kernels": self.kernels,
+            "sizing": self.sizing.as_dict(),
+            "queued": queued,
+            "running": running,
+            "prefix_cache": vars(self.prefix_cache.stats).copy(),
+        }
+
+    def close(self) -> None:
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
 
     # -- adapters ------------------------------------------------------------------------
 
@@ -257,17 +205,36 @@ class Engine:
                     self.model = PeftModel.from_pretrained(self.model, str(p), adapter_name=name).eval()
             except (ValueError, OSError, KeyError, RuntimeError) as e:
                 raise EngineError(f"could not load lora adapter '{name}' from '{path}': {e}") from e
+            self._loads += 1
+            self._epochs[name] = self._loads
             self.adapters[name] = str(p)
 
     def unload_adapter(self, name: str) -> None:
         with self._lock:
             if name not in self.adapters:
                 raise EngineError(f"The lora adapter '{name}' cannot be found.", status=404)
+            self.prefix_cache.drop_adapter(self._kv_key(name))
             del self.adapters[name]
+            # rows still decoding with it end now (the worker holds no step while we hold the lock)
+            gone = [r for r in self._batch.rows if r.adapter == name]
+            for r in gone:
+                r.finish = "error"
+            self._batch.remove(gone)
+            for r in gone:
+                r.job._resolve(error=EngineError(f"The model `{name}` does not exist.", status=404))
             if self.adapters:
                 self.model.delete_adapter(name)
             else:  # last one: strip the LoRA layers so base requests run at full speed
                 self.model = self.model.unload().eval()
+
+    def _kv_key(self, model: str) -> str:
+        """The prefix cache's key for a served name: adapters never share KV, a reload never sees old KV."""
+        return model if model == self.model_id else f"{model}#{self._epochs.get(model, 0)}"
+
+    def _adapter_names(self, rows: list[Row]) -> list[str] | None:
+        if not self.adapters:
+            return None
+        return [BASE_ADAPTER if r.adapter == self.model_id else r.adapter for r in rows]
 
     # -- prompts -------------------------------------------------------------------------
 
@@ -297,160 +264,158 @@ class Engine:
         except Exception as e:  # jinja errors from the model's own template
             raise EngineError(f"messages could not be rendered with the chat template: {e}") from e
 
-    # -- generation ----------------------------------------------------------------------
+    def prompt_ids(self, req: GenRequest) -> torch.Tensor:
+        ids = self.tokenizer(self.render(req), add_special_tokens=False, return_tensors="pt")["input_ids"][0]
+        n = int(ids.numel())
+        if n + req.max_tokens > self.context_len:
+            raise EngineError(
+                f"This model's maximum context length is {self.context_len} tokens. However, you "
+                f"requested {n + req.max_tokens} tokens ({n} in the messages, {req.max_tokens} in "
+                "the completion). Please reduce the length of the messages or completion."
+            )
+        return ids
 
-    def generate(self, req: GenRequest) -> GenResult:
-        """Run one request (queued behind others; batched with compatible ones)."""
+    # -- requests ------------------------------------------------------------------------
+
+    def submit(self, req: GenRequest, on_delta: Callable[[str], object] | None = None) -> Job:
+        """Queue one request; `on_delta` gets the text as it is generated (from the worker thread)."""
         if req.model != self.model_id and req.model not in self.adapters:
             raise EngineError(f"The model `{req.model}` does not exist.", status=404)
-        job = _Job(req)
-        self._queue.put(job)
-        job.done.wait()
-        if job.error is not None:
-            raise job.error
-        assert job.result is not None
-        return job.result
+        job = Job(req, on_delta)
+        job.wake = self._wake
+        with self._cv:
+            if self._closed:
+                raise EngineError("the engine is shutting down", status=503)
+            if len(self._pending) >= self.sizing.max_queue:
+                raise EngineError(f"server busy: {len(self._pending)} requests queued", status=503)
+            self._pending.append(job)
+            self._cv.notify_all()
+        return job
+
+    def generate(self, req: GenRequest, timeout: float | None = None) -> GenResult:
+        """Run one request to the end (queued behind others; batched with compatible ones)."""
+        job = self.submit(req)
+        try:
+            return job.wait(timeout)
+        except TimeoutError:
+            job.cancel()
+            raise
+
+    def _wake(self) -> None:
+        with self._cv:
+            self._cv.notify_all()
+
+    # -- the worker ----------------------------------------------------------------------
 
     def _run(self) -> None:
-        held: list[_Job] = []
+        torch.set_num_threads(self.sizing.threads)  # the worker's own OpenMP setting
         while True:
-            first = held.pop(0) if held else self._queue.get()
-            batch = [first]
-            if first.request.greedy:
-                while len(batch) < self.max_batch:
-                    try:
-                        nxt = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    (batch if nxt.request.greedy else held).append(nxt)
-            try:
-                with self._lock:
-                    began = time.monotonic()
-                    batch = self._admit(batch)
-                    results = self._generate_batch([(j.request, j.prompt) for j in batch]) if batch else []
-                for job, res in zip(batch, results, strict=True):
-                    res.queue_sec = max(0.0, began - job.queued_at)
-                    job.result = res
-            except BaseException as e:  # noqa: BLE001 — handed to the waiting request threads
-                for job in batch:
-                    job.error = e if isinstance(e, EngineError) else EngineError(f"generation failed: {e}", 500)
-            for job in batch:
-                job.done.set()
+            with self._cv:
+                while not self._closed and not self._batch.rows and not self._pending:
+                    self._cv.wait()
+                if self._closed:
+                    return
+            with self._lock:
+                try:
+                    self._iteration()
+                except BaseException as e:  # noqa: BLE001 — handed to every waiting request
+                    err = e if isinstance(e, EngineError) else EngineError(f"generation failed: {e}", 500)
+                    rows, self._batch = self._batch.rows, Batch()
+                    for r in rows:
+                        r.job._resolve(error=err)
 
-    def _admit(self, batch: list[_Job]) -> list[_Job]:
-        """Render each job's prompt; answer at once those that cannot run, keep the rest.
+    def _iteration(self) -> None:
+        batch = self._batch
+        gone = [r for r in batch.rows if r.cancel.is_set()]
+        batch.remove(gone)
+        for r in gone:
+            r.job._resolve(error=Cancelled())
+        self._admit()
+        if not batch.rows:
+            return
+        with torch.inference_mode():
+            logits = batch.step(self.model, self._adapter_names(batch.rows))
+        done = [r for i, r in enumerate(batch.rows) if r.advance(r.choose(logits[i]))]
+        for r in done:
+            self._finish(r, batch.row_kv(r) if self.prefix_cache.enabled else None)
+        batch.remove(done)
 
-        A job fails alone (its adapter was unloaded while it waited, its messages do not render,
-        or prompt + max_tokens exceed the context), so it never takes its batch mates down.
-        """
-        keep = []
-        for job in batch:
-            req = job.request
+    def _next_job(self) -> Job | None:
+        """The next queued job that may join the running batch now, else None."""
+        with self._cv:
+            while self._pending and self._pending[0].cancelled.is_set():
+                self._pending.popleft()._resolve(error=Cancelled())
+            if not self._pending or len(self._batch) >= self.max_batch:
+                return None
+            job = self._pending[0]
+            rows = self._batch.rows
+            if rows and (not job.request.greedy or any(not r.request.greedy for r in rows)):
+                return None  # sampled requests run alone
+            return self._pending.popleft()
+
+    def _admit(self) -> None:
+        while (job := self._next_job()) is not None:
             try:
-                if req.model != self.model_id and req.model not in self.adapters:
-                    raise EngineError(f"The model `{req.model}` does not exist.", status=404)
-                job.prompt = self.render(req)
-                n = len(self.tokenizer(job.prompt, add_special_tokens=False)["input_ids"])
-                if n + req.max_tokens > self.context_len:
-                    raise EngineError(
-                        f"This model's maximum context length is {self.context_len} tokens. However, you "
-                        f"requested {n + req.max_tokens} tokens ({n} in the messages, {req.max_tokens} in "
-                        "the completion). Please reduce the length of the messages or completion."
-                    )
-                keep.append(job)
+                row, kv, logits = self._prefill(job)
             except EngineError as e:
-                job.error = e
-                job.done.set()
-        return keep
+                job._resolve(error=e)
+                continue
+            if row.advance(row.choose(logits[0])):
+                self._finish(row, kv)
+            else:
+                self._batch.add(row, kv)
 
     @torch.inference_mode()
-    def _generate_batch(self, items: list[tuple[GenRequest, str]]) -> list[GenResult]:
-        reqs = [r for r, _ in items]
-        prompts = [p for _, p in items]
-        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-        prompt_len = int(enc["input_ids"].shape[1])
-        first = reqs[0]
-        kwargs: dict[str, Any] = {
-            "max_new_tokens": max(r.max_tokens for r in reqs),
-            "eos_token_id": self._stop_ids,
-            "pad_token_id": self.tokenizer.pad_token_id,
-            "stopping_criteria": StoppingCriteriaList(
-                [_RowStops(self.tokenizer, prompt_len, [r.max_tokens for r in reqs], [r.stop for r in reqs])]
-            ),
-        }
-        if first.greedy:
-            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        else:
-            # top_k=0: OpenAI sampling has no top-k (transformers would default to 50)
-            kwargs.update(do_sample=True, temperature=first.temperature, top_p=first.top_p, top_k=0)
-            if first.seed is not None:
-                torch.manual_seed(first.seed)
-        if self.adapters:
-            kwargs["adapter_names"] = [BASE_ADAPTER if r.model == self.model_id else r.model for r in reqs]
-        out = self.model.generate(**enc, **kwargs)
-        return [self._finish(r, out[i, prompt_len:], int(enc["attention_mask"][i].sum())) for i, r in enumerate(reqs)]
+    def _prefill(self, job: Job) -> tuple[Row, list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+        req = job.request
+        if req.model != self.model_id and req.model not in self.adapters:
+            raise EngineError(f"The model `{req.model}` does not exist.", status=404)
+        ids = self.prompt_ids(req)
+        row = Row(req, ids, self.tokenizer, self._stop_ids, cancel=job.cancelled, on_delta=job.on_delta)
+        row.job, row.queue_sec = job, time.monotonic() - job.queued_at
+        start, kv = 0, None
+        if self.prefix_cache.enabled:
+            start, kv = self.prefix_cache.lookup(self._kv_key(req.model), ids)
+        cache = DynamicCache(ddp_cache_data=kv) if kv else DynamicCache()
+        names = self._adapter_names([row])
+        extra = {"adapter_names": names} if names else {}
+        threads = self.sizing.prefill_threads
+        if threads != self.sizing.threads:
+            torch.set_num_threads(threads)
+        try:
+            for lo in range(start, int(ids.numel()), PREFILL_CHUNK):
+                if job.cancelled.is_set():
+                    raise Cancelled()
+                chunk = ids[None, lo : lo + PREFILL_CHUNK]
+                out = self.model(input_ids=chunk, cache=cache, use_cache=True, logits_to_keep=1, **extra)
+        finally:
+            if threads != self.sizing.threads:
+                torch.set_num_threads(self.sizing.threads)
+        row.cached_tokens = start
+        row.kv_len = int(ids.numel())
+        layers = cache_layers(cache)
+        return row, layers, out.logits[:, -1, :]
 
-    def _finish(self, req: GenRequest, new_ids: torch.Tensor, prompt_tokens: int) -> GenResult:
-        ids = new_ids.tolist()
-        finish = "length"
-        for k, t in enumerate(ids):
-            if t in self._stop_ids:
-                ids, finish = ids[: k + 1], "stop"
-                break
-        ids = ids[: req.max_tokens]
-        text = str(self.tokenizer.decode(ids, skip_special_tokens=True))
-        hits = [(text.find(s), s) for s in req.stop if s and s in text]
-        stop_reason = None
-        if hits:
-            cut, stop_reason = min(hits)
-            text, finish = text[:cut], "stop"
-        content, calls = parse_tool_calls(text, tools_offered=bool(req.tools))
-        if calls:
-            finish = "tool_calls"
-        return GenResult(
+    def _finish(self, row: Row, kv: list[tuple[torch.Tensor, torch.Tensor]] | None) -> None:
+        """Answer a finished row; keep its KV (prompt + completion but the last token) for later prompts."""
+        if kv is not None and self.prefix_cache.enabled:
+            seq = torch.cat([row.prompt_ids, torch.tensor(row.ids[:-1], dtype=row.prompt_ids.dtype)])
+            if int(kv[0][0].shape[2]) == int(seq.numel()):
+                self.prefix_cache.insert(self._kv_key(row.adapter), seq, kv)
+        req = row.request
+        content, calls = parse_tool_calls(row.text, tools_offered=bool(req.tools))
+        result = GenResult(
             text=content,
             tool_calls=calls,
-            finish_reason=finish,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=len(ids),
-            stop_reason=stop_reason,
+            finish_reason="tool_calls" if calls else (row.finish or "stop"),
+            prompt_tokens=int(row.prompt_ids.numel()),
+            completion_tokens=len(row.ids),
+            cached_tokens=row.cached_tokens,
+            queue_sec=row.queue_sec,
+            stop_reason=row.stop_reason,
+            completion_ids=list(row.ids),
         )
+        row.job._resolve(result)
 
 
-def request_from_body(body: Any) -> GenRequest:
-    """Validate an OpenAI chat-completions body into a GenRequest (EngineError 400 if malformed)."""
-    if not isinstance(body, dict):
-        raise EngineError("request body must be a JSON object")
-    model, messages = body.get("model"), body.get("messages")
-    if not isinstance(model, str) or not model:
-        raise EngineError("'model' is required and must be a string")
-    if not isinstance(messages, list) or not messages:
-        raise EngineError("'messages' must be a non-empty list")
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise EngineError(f"messages[{i}] must be an object with a string 'role'")
-    if body.get("stream"):
-        raise EngineError("'stream' is not supported by the embedded server")
-    stop = body.get("stop") or []
-    if isinstance(stop, str):
-        stop = [stop]
-    tools = body.get("tools") or None
-    try:
-        req = GenRequest(
-            model=model,
-            messages=messages,
-            tools=tools,
-            temperature=float(body["temperature"]) if body.get("temperature") is not None else 0.0,
-            top_p=float(body["top_p"]) if body.get("top_p") is not None else 1.0,
-            max_tokens=int(body.get("max_tokens") or body.get("max_completion_tokens") or 256),
-            stop=[str(s) for s in stop],
-            seed=int(body["seed"]) if body.get("seed") is not None else None,
-        )
-    except (TypeError, ValueError) as e:
-        raise EngineError(f"invalid sampling parameter: {e}") from None
-    if req.temperature < 0 or not 0 < req.top_p <= 1 or req.max_tokens < 1:
-        raise EngineError("need temperature >= 0, 0 < top_p <= 1 and max_tokens >= 1")
-    if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
-        raise EngineError("'tools' must be a list of objects")
-    json.dumps(tools)  # tools travel into the prompt as JSON
-    return req
+__all__ = ["Cancelled", "Engine", "EngineError", "GenRequest", "GenResult", "Job"]
