@@ -95,7 +95,7 @@ def test_digest_ignores_key_order_comments_and_written_out_defaults(tmp_path: Pa
     path = _write(tmp_path, reordered, "b.yaml")
     path.write_text("# a comment\n" + path.read_text().replace("\nloop:", "\n# another\nloop:"))
     assert load_harness_config(path).digest() == base
-    with_defaults = dict(raw, limits={"cpus": None}, sampling=dict(raw["sampling"], stop=[]))
+    with_defaults = dict(raw, limits={"cpus": None}, sampling=dict(raw["sampling"], seed=None))
     assert load_harness_config(_write(tmp_path, with_defaults, "c.yaml")).digest() == base
     # the shipped file, comments and all, has that same identity
     assert load_harness_config(ROOT / "harness_configs" / "default.yaml").digest() == base

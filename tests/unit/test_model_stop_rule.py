@@ -21,9 +21,8 @@ FENCE_STOP = "\n```\n"
 
 
 def _config() -> HarnessConfig:
-    """The default config with the stop rule on (`sampling.stop`; default.yaml does not set it yet)."""
+    """The shipped default config: the stop rule is on (`sampling.stop`)."""
     raw = yaml.safe_load((ROOT / "harness_configs" / "default.yaml").read_text())
-    raw["sampling"]["stop"] = [FENCE_STOP]
     return HarnessConfig.model_validate(raw)
 
 
