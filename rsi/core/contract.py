@@ -96,6 +96,18 @@ class AttributionRules(_Strict):
     config_probes: int = Field(default=4, ge=0)
 
 
+class Discovery(_Strict):
+    """How `rsi discover` admits tasks: validity-gate repetitions, the frontier band, near-duplicates."""
+
+    oracle_runs: int = Field(default=2, ge=1)  # the oracle must pass every run (a flaky verifier fails)
+    probe_attempts: int = Field(default=4, ge=1)  # K attempts of the current generation per candidate
+    # Admit a candidate whose probe pass rate p satisfies lo <= p <= hi.
+    band: tuple[float, float] = (0.0, 0.75)
+    # Normalised instruction similarity (0..1) at or above which a candidate is a near-duplicate.
+    near_duplicate_threshold: float = Field(default=0.95, gt=0, le=1)
+    max_difficulty: int = Field(default=10, ge=1, le=10)
+
+
 class Contract(_Strict):
     schema_version: int = 1
     hcp: str
@@ -106,6 +118,7 @@ class Contract(_Strict):
     acceptance: Acceptance = Field(default_factory=Acceptance)
     promotion: Promotion = Field(default_factory=Promotion)
     attribution: AttributionRules = Field(default_factory=AttributionRules)
+    discovery: Discovery = Field(default_factory=Discovery)
 
     @property
     def major(self) -> int:

@@ -12,6 +12,25 @@ class SandboxSettings(BaseModel):
     base_image: str | None = None  # RSI_BASE_IMAGE overrides; default rsi-base:bookworm
 
 
+class ProposerSettings(BaseModel):
+    """The endpoint `rsi discover --generator model` asks for tasks (default: the current generation's
+    own model on its own endpoint). `model` is the served name; `api_key_env` names an env variable."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint: str = "embedded"
+    model: str | None = None
+    api_key_env: str | None = None
+    temperature: float = Field(default=0.8, ge=0, le=2)
+    max_tokens: int = Field(default=768, gt=0)
+
+
+class DiscoverSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    proposer: ProposerSettings | None = None
+
+
 class WorkspaceSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -20,3 +39,4 @@ class WorkspaceSettings(BaseModel):
     harness_config: str = "harness_configs/default.yaml"
     base_model: str = "SmolLM2-135M-Instruct"
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    discover: DiscoverSettings = Field(default_factory=DiscoverSettings)

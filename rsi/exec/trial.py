@@ -295,6 +295,7 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             harness_config=plan.harness_config,
             model_endpoint=env.model_endpoint,
             limits=plan.limits,
+            variant=plan.spec.arm.variant,
         )
         try:
             outcome: AgentOutcome = plan.agent.run(box, ctx)

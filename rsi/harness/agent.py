@@ -37,6 +37,7 @@ class AgentContext:
     harness_config: HarnessConfig | None = None
     model_endpoint: str | None = None  # resolved base URL, e.g. http://127.0.0.1:8765/v1
     limits: EffectiveLimits | None = None  # computed once by the runner (rsi.core.limits)
+    variant: str | None = None  # the arm's variant label (the known-wrong agent's solution name)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -1,13 +1,19 @@
-"""Built-in agents: `oracle` runs the task's reference solution, `nop` does nothing.
+"""Built-in agents: `oracle` runs the task's reference solution, `nop` does nothing, and
+`known_wrong` runs one of a discovery candidate's plausible-but-wrong solutions.
 
 They are the controls of task validation and attribution: a valid task passes with `oracle`
-and fails with `nop`. Both write a small ATIF trajectory like every other agent, so
-`rsi trials show` works on any trial.
+and fails with `nop` and with every known-wrong solution. All write a small ATIF trajectory like
+every other agent, so `rsi trials show` works on any trial.
+
+Known-wrong solutions never ship inside a task: a discovery candidate is staged as
+`<candidate>/task/` (the Harbor task) beside `<candidate>/known_wrong/<name>/solve.sh`, and the
+`known_wrong` arm's variant label names which one to run.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from rsi.core.task import resolve_env
 from rsi.core.trial import ErrorType
@@ -39,13 +45,16 @@ class OracleAgent:
 
     name = "oracle"
 
+    def solution_dir(self, ctx: AgentContext) -> Path:
+        return ctx.task_dir / "solution"
+
     def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentOutcome:
         rec = _recorder(ctx, self.name)
-        solution = ctx.task_dir / "solution"
+        solution = self.solution_dir(ctx)
         ctx.trial_dir.mkdir(parents=True, exist_ok=True)
         log = ctx.trial_dir / "agent.log"
         if not (solution / "solve.sh").is_file():
-            msg = f"task {ctx.task.name} has no solution/solve.sh"
+            msg = f"task {ctx.task.name} has no {solution.name}/solve.sh at {solution}"
             log.write_text(msg + "\n")
             out = _write(rec, ctx, "no_solution")
             out.error_type, out.error_message = ErrorType.AGENT_ERROR, msg
@@ -80,6 +89,23 @@ class OracleAgent:
         return out
 
 
+KNOWN_WRONG_DIR = "known_wrong"
+
+
+def known_wrong_dir(task_dir: Path) -> Path:
+    """Where a staged candidate's known-wrong solutions live: beside its task, never inside it."""
+    return task_dir.parent / KNOWN_WRONG_DIR
+
+
+class KnownWrongAgent(OracleAgent):
+    """Runs the known-wrong solution named by the arm's variant, exactly as the oracle runs its own."""
+
+    name = "known_wrong"
+
+    def solution_dir(self, ctx: AgentContext) -> Path:
+        return known_wrong_dir(ctx.task_dir) / (ctx.variant or "missing")
+
+
 class NopAgent:
     """Does nothing: the control that a task is not already solved by its environment."""
 
@@ -91,6 +117,7 @@ class NopAgent:
 
 AGENTS.add("oracle", OracleAgent)
 AGENTS.add("nop", NopAgent)
+AGENTS.add("known_wrong", KnownWrongAgent)
 
 
 def load_agents() -> list[str]:

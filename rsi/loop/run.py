@@ -55,6 +55,14 @@ class RunRequest:
     executor: str = "local"
     budget: float | None = None
     budget_unit: str = "trials"
+    # For the loop's phases: arms resolved by the caller, and which (task name, arm id, attempts)
+    # cells to plan (default: every arm x task x `attempts`). `phase` labels the job.
+    arm_plans: list[ArmPlan] | None = None
+    cells: list[tuple[str, str, int]] | None = None
+    phase: str = "run"
+    parent_job: str | None = None  # the phase job (discover, expand...) this job runs trials for
+    params: dict[str, object] | None = None  # what the parent job needs to find this one again
+    task_state: str = "active"  # how new tasks are registered (discovery's candidates: "candidate")
 
 
 @dataclass
@@ -133,6 +141,8 @@ def run_job(
             raise ConfigError(f"--resume {existing.id}: a resumed job keeps its arms; --config is not allowed")
         if existing.tasks_fingerprint != tasks_fingerprint(tasks):
             raise ConfigError(f"--resume {existing.id}: the tasks' contents differ from the job's (digests changed)")
+    elif req.arm_plans is not None:
+        arm_plans = req.arm_plans
     else:
         gens = list(req.generations) + ([req.generation] if req.generation else [])
         arm_plans = resolve_arms(ctx, req.agent or "oracle", gens, list(req.configs))
@@ -152,7 +162,7 @@ def run_job(
     job_id: str | None = None
     try:
         with _model_endpoint(arm_plans, ctx) as endpoint:
-            store.put_tasks(tasks)
+            store.put_tasks(tasks, state=req.task_state)
             if existing is None:
                 job_id = _plan_job(ctx, req, arm_plans, tasks, paths)
             else:
@@ -223,18 +233,23 @@ def _plan_job(
     """Write a new job, its arms and every arm x task x attempt as a pending trial, in one transaction."""
     job_id = new_job_id()
     job_dir = ctx.ws.job_dir(job_id)
+    by_name = {t.name: t for t in tasks}
+    by_arm = {p.arm.id: p for p in arm_plans}
+    cells = req.cells if req.cells is not None else [
+        (t.name, p.arm.id, req.attempts) for p in arm_plans for t in tasks
+    ]
     rows = []
-    for p in arm_plans:
-        for t in tasks:
-            for a in range(1, req.attempts + 1):
-                trial_dir = job_dir / f"{t.name}.{p.arm.id}.{a}"
-                spec = trial_spec(job_id, t, p, a, trial_dir)
-                rows.append(TrialRow(
-                    id=spec.trial_id, job_id=job_id, task_name=t.name, task_digest=t.digest,
-                    generation=p.arm.generation, agent=p.arm.agent, attempt=a, status=TrialStatus.PENDING.value,
-                    trial_dir=str(trial_dir), arm_id=p.arm.id, variant=p.arm.variant, split=t.split,
-                    harness_config_digest=p.arm.config_digest,
-                ))
+    for task_name, arm_id, attempts in cells:
+        t, p = by_name[task_name], by_arm[arm_id]
+        for a in range(1, attempts + 1):
+            trial_dir = job_dir / f"{t.name}.{p.arm.id}.{a}"
+            spec = trial_spec(job_id, t, p, a, trial_dir)
+            rows.append(TrialRow(
+                id=spec.trial_id, job_id=job_id, task_name=t.name, task_digest=t.digest,
+                generation=p.arm.generation, agent=p.arm.agent, attempt=a, status=TrialStatus.PENDING.value,
+                trial_dir=str(trial_dir), arm_id=p.arm.id, variant=p.arm.variant, split=t.split,
+                harness_config_digest=p.arm.config_digest,
+            ))
     first = arm_plans[0].arm
     ctx.store.create_job(
         job_id,
@@ -246,7 +261,9 @@ def _plan_job(
         task_paths=[str(p.resolve()) for p in paths],
         tasks_fingerprint=tasks_fingerprint(tasks),
         trials=rows,
-        phase="run",
+        phase=req.phase,  # type: ignore[arg-type]
+        parent_job=req.parent_job,
+        params=req.params,
         arms=[p.arm for p in arm_plans],
     )
     ctx.store.claim_job(job_id)

@@ -93,15 +93,18 @@ class FakeSandbox:
             return ExecResult(126, "", f"cannot chdir to {workdir}: no such directory\n", duration=0.0)
         # Files, not pipes: a background child holding a pipe would keep us waiting.
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            proc = subprocess.Popen(
-                ["bash", "-c", cmd],
-                cwd=cwd,
-                env=full_env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-            )
+            try:
+                proc = subprocess.Popen(
+                    ["bash", "-c", cmd],
+                    cwd=cwd,
+                    env=full_env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                )
+            except FileNotFoundError as e:  # stopped under us (a cancel): what Docker reports as gone
+                raise SandboxError(f"exec: sandbox {self.id} is gone ({e})") from None
             timed_out = False
             try:
                 code = proc.wait(timeout=timeout)

@@ -107,8 +107,9 @@ class GenerationQueries(StoreBase):
         with self.session() as s:
             return list(s.exec(stmt.order_by(col(GenerationEventRow.id))).all())
 
-    def put_tasks(self, tasks: Iterable[Task]) -> None:
-        """Register tasks by digest (a task already known keeps its row)."""
+    def put_tasks(self, tasks: Iterable[Task], state: str = "active") -> None:
+        """Register tasks by digest (a task already known keeps its row); discovery registers its
+        candidates as `candidate` so they never count as pool tasks before they are admitted."""
         with self.session() as s:
             for t in tasks:
                 if s.get(TaskRow, t.digest) is None:
@@ -120,6 +121,7 @@ class GenerationQueries(StoreBase):
                             family=t.family,
                             split=t.split,
                             difficulty=t.spec.metadata.rsi.difficulty,
+                            state=state,
                         )
                     )
             s.commit()

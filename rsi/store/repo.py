@@ -30,6 +30,7 @@ from rsi.core.errors import ConfigError, NotFoundError
 from rsi.store.db import database_url, make_engine, migrate, sqlite_file
 from rsi.store.locks import FileLock, is_locked_by_other, read_holder
 from rsi.store.queries_base import check_choice
+from rsi.store.queries_discover import DiscoverQueries
 from rsi.store.queries_generations import GenerationQueries
 from rsi.store.queries_loop import LoopQueries, put_arm_in
 from rsi.store.queries_trials import HOLDOUT_READERS, READERS, Reader, TrialQueries
@@ -51,7 +52,7 @@ def _default_lock_dir(url: str, db_file: Path | None) -> Path:
     return Path(tempfile.gettempdir()) / "rsi-locks" / digest_obj(url)[:12]
 
 
-class Store(TrialQueries, LoopQueries, GenerationQueries):
+class Store(TrialQueries, LoopQueries, GenerationQueries, DiscoverQueries):
     """One database, migrated to head on open; holds the locks it takes until `close`."""
 
     def __init__(self, url: str, *, lock_dir: Path | None = None) -> None:
@@ -130,6 +131,8 @@ class Store(TrialQueries, LoopQueries, GenerationQueries):
         kind: str = "run",
         phase: Phase | None = None,
         arms: Sequence[Arm] = (),
+        parent_job: str | None = None,
+        params: dict[str, object] | None = None,
     ) -> JobRow:
         """Create the job, its arms and all its planned trials (pending) in one transaction."""
         if phase is not None:
@@ -149,6 +152,8 @@ class Store(TrialQueries, LoopQueries, GenerationQueries):
             owner_host=socket.gethostname(),
             phase=phase,
             arms_json=json.dumps(list(dict.fromkeys(a.id for a in arms))),
+            parent_job=parent_job,
+            params_json=json.dumps(params or {}, sort_keys=True),
         )
         with self.session() as s:
             s.add(job)

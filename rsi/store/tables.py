@@ -63,8 +63,17 @@ class TaskRow(SQLModel, table=True):
     family: str
     split: str
     difficulty: int = 1
-    state: str = "active"
+    state: str = "active"  # active | retired
     created_at: datetime = Field(default_factory=utcnow)
+    # Added in 0003: where the task came from and what the last probe saw.
+    generator: str | None = None
+    seed: int | None = None
+    parent_task: str | None = None
+    discovered_by: str | None = None  # generation
+    discover_job: str | None = None
+    probe_pass_rate: float | None = None
+    probe_trials: int = Field(default=0, sa_column_kwargs=_default("0"))
+    state_reason: str | None = Field(default=None, sa_type=sa.Text)
 
 
 class ConfigRow(SQLModel, table=True):
@@ -116,6 +125,14 @@ class JobRow(SQLModel, table=True):
     phase: str | None = None  # discover | expand | update | promote | run
     arms_json: str = Field(default="[]", sa_column_kwargs=_default("[]"))  # arm ids, in plan order
     interrupted_reason: str | None = Field(default=None, sa_type=sa.Text)
+    # Added in 0003: the phase job that planned this one (a discover job's gate and probe jobs),
+    # and the settings a resume must match.
+    parent_job: str | None = Field(default=None, index=True)
+    params_json: str = Field(default="{}", sa_column_kwargs=_default("{}"))
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(json.loads(self.params_json or "{}"))
 
     @property
     def arm_ids(self) -> list[str]:
@@ -234,3 +251,49 @@ class AttributionRow(SQLModel, table=True):
     @property
     def evidence(self) -> list[str]:
         return list(json.loads(self.evidence_json or "[]"))
+
+
+class CandidateRow(SQLModel, table=True):
+    """One discovery candidate: where it came from, each gate check's verdict, the probe, the decision.
+
+    `state` moves generated -> checked -> valid -> admitted, or ends in rejected / dropped with `reason`
+    (a fixed vocabulary, rsi.core.discover.REJECT_REASONS) and the trial ids in `evidence_json`.
+    """
+
+    __tablename__ = "candidates"
+    __table_args__ = (sa.UniqueConstraint("job_id", "name", name="uq_candidates_job_name"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: str = Field(index=True)
+    name: str
+    generator: str
+    family: str
+    difficulty: int
+    seed: int | None = None
+    parent_task: str | None = None
+    task_digest: str | None = Field(default=None, index=True)
+    split: str | None = None
+    stage_dir: str
+    state: str = Field(index=True)  # generated | checked | valid | admitted | rejected | dropped
+    reason: str | None = None
+    detail: str | None = Field(default=None, sa_type=sa.Text)
+    evidence_json: str = "[]"
+    probe_pass_rate: float | None = None
+    probe_trials: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def evidence(self) -> list[str]:
+        return list(json.loads(self.evidence_json or "[]"))
+
+
+class CurriculumRow(SQLModel, table=True):
+    """The difficulty level discovery uses for one family, moved by re-probes (raise / lower)."""
+
+    __tablename__ = "curriculum"
+
+    family: str = Field(primary_key=True)
+    level: int
+    reason: str = Field(sa_type=sa.Text)
+    updated_at: datetime = Field(default_factory=utcnow)

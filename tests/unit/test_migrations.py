@@ -59,7 +59,7 @@ def test_migrations_from_blank_db_equal_the_tables(tmp_path: Path) -> None:
     db = tmp_path / "blank.db"
     assert not db.exists()
     store = Store(f"sqlite:///{db}")
-    assert current_revision(store.engine) == head_revision() == "0002"
+    assert current_revision(store.engine) == head_revision() == "0003"
     assert _schema_diff(store.engine) == [], "migrations and rsi/store/tables.py disagree"
     store.close()
 
@@ -71,7 +71,7 @@ def test_upgrade_from_0001_keeps_rows_and_fills_defaults(tmp_path: Path) -> None
     assert current_revision(engine) == "0001"
     _rows_at_0001(engine)
     migrate(engine)
-    assert current_revision(engine) == "0002"
+    assert current_revision(engine) == "0003"
     assert _schema_diff(engine) == [], "an upgraded database must equal a fresh one"
     engine.dispose()
 
@@ -85,6 +85,9 @@ def test_upgrade_from_0001_keeps_rows_and_fills_defaults(tmp_path: Path) -> None
     )
     job = store.get_job("job-old")
     assert (job.status, job.phase, job.arm_ids, job.interrupted_reason) == ("done", None, [], None)
+    assert (job.parent_job, job.params) == (None, {})
+    task = store.task_rows()[0]
+    assert (task.generator, task.probe_trials, task.probe_pass_rate, task.state) == (None, 0, None, "active")
     assert store.get_generation("gen-0000").state == GenerationState.PROMOTED
     assert [x.id for x in store.outcomes("expand", agent="oracle")] == ["job-old.t0.1"]
     assert store.arms_of_job("job-old") == []
@@ -108,6 +111,7 @@ def test_downgrade_to_0001_and_back_keeps_the_old_rows(tmp_path: Path) -> None:
         assert c.execute(text("SELECT count(*) FROM trials")).scalar() == 1
     assert "split" not in cols and "infra_attempts_json" not in cols
     assert "budgets" not in tables and "attributions" not in tables
+    assert "candidates" not in tables and "curriculum" not in tables
     migrate(engine)
     assert _schema_diff(engine) == []
     engine.dispose()

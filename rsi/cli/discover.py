@@ -1,0 +1,187 @@
+"""`rsi discover`: new verifiable tasks at the current generation's frontier (and `--reprobe`)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rsi.cli.common import console, err_console, errors, open_context, print_json
+from rsi.core.arm import TrialSpec
+from rsi.core.errors import InputError
+from rsi.core.trial import TrialResult
+from rsi.loop.discover import DiscoverHooks
+from rsi.loop.run import Progress as RunProgress
+from rsi.store.tables import CandidateRow
+
+
+def register(app: typer.Typer) -> None:
+    app.command("discover")(discover)
+
+
+class _Hooks(DiscoverHooks):
+    """Rich progress: one bar for generation, one per gate/probe stage."""
+
+    def __init__(self, progress: Progress, quiet: bool) -> None:
+        self.p, self.quiet = progress, quiet
+        self.gen_bar: TaskID | None = None
+
+    def message(self, text: str) -> None:
+        if not self.quiet:
+            err_console.print(text, highlight=False, soft_wrap=True)
+
+    def generated(self, row: CandidateRow, done: int, total: int) -> None:
+        if self.gen_bar is None:
+            self.gen_bar = self.p.add_task("generate", total=total, passed=0)
+        self.p.update(self.gen_bar, completed=done)
+
+    def stage(self, name: str) -> RunProgress:
+        p = self.p
+
+        class Bar(RunProgress):
+            def __init__(self) -> None:
+                self.task_id = p.add_task(name, total=None, passed=0)
+                self.passed = 0
+
+            def start(self, total: int, done: int, job_id: str) -> None:
+                p.update(self.task_id, total=total, completed=done)
+
+            def trial_finished(self, spec: TrialSpec, result: TrialResult) -> None:
+                self.passed += int(result.passed)
+                p.update(self.task_id, advance=1, passed=self.passed)
+
+        return Bar()
+
+
+def _band(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise InputError("--band", None, f"'{text}' is not LO,HI (two numbers, e.g. 0,0.75)") from None
+    return lo, hi
+
+
+def discover(
+    ctx: typer.Context,
+    n: Annotated[int, typer.Option("--n", help="Candidates to generate (with --holdout-only: holdout ones).")] = 10,
+    generator: Annotated[list[str] | None, typer.Option(
+        "--generator", "-g",
+        help="Generator by name; repeat for several (default: files, text, data, logs, pyfix, pipeline; "
+             "also: mutate, model).")] = None,
+    family: Annotated[list[str] | None, typer.Option("--family", help="Only these families; repeat.")] = None,
+    gen: Annotated[str | None, typer.Option("--gen", help="Generation to probe (default: the current one).")] = None,
+    band: Annotated[str | None, typer.Option(
+        "--band", help="Admit when LO <= probe pass rate <= HI (default: the contract's, e.g. 0,0.75). "
+                       "Candidates above HI are dropped, not kept; --reprobe retires pool tasks that became easy.")
+    ] = None,
+    attempts: Annotated[int | None, typer.Option(
+        "--attempts", "-k", help="Probe attempts per valid candidate (default: the contract's).")] = None,
+    difficulty: Annotated[int | None, typer.Option(
+        "--difficulty", help="Difficulty level for procedural generators (default: each family's curriculum level).")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Base seed: the same seed gives the same candidates.")] = 0,
+    budget: Annotated[float | None, typer.Option(
+        "--budget", help="At most this many trials, gate and probe together; stops cleanly when spent.")] = None,
+    concurrency: Annotated[int, typer.Option("-n", "--concurrency", help="Trials at a time.")] = 2,
+    holdout_only: Annotated[bool, typer.Option(
+        "--holdout-only", help="Top up the sealed holdout split: keep only candidates whose digest maps to holdout.")
+    ] = False,
+    reprobe: Annotated[bool, typer.Option(
+        "--reprobe", help="Re-run the active pool against the generation; retire easy (p = 1) and broken tasks, "
+                          "and move each family's difficulty level.")] = False,
+    resume: Annotated[str | None, typer.Option("--resume", help="Finish discover job JOB.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+) -> None:
+    """Generate candidate tasks, admit only valid ones at the generation's frontier, and split them.
+
+    Every candidate passes a gate in Docker, cheapest first: it loads and fits the contract; it is not
+    a near-duplicate of a pool task; its environment builds; the oracle passes every run; doing nothing
+    fails; every known-wrong solution fails. The generation then attempts each valid one K times, and
+    those whose pass rate lies in the band enter tasks/ as train or (sealed) holdout by their digest.
+    Every decision, with its trial ids, is in the database (`rsi tasks list --state ...`).
+    """
+    from rsi.loop.discover import DiscoverRequest
+    from rsi.loop.discover import discover as run_discover
+    from rsi.loop.discover_reprobe import reprobe as run_reprobe
+
+    with errors():
+        wctx = open_context(ctx)
+        bnd = _band(band)
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("passed {task.fields[passed]}"), TimeElapsedColumn(), console=err_console,
+                      transient=json_out, disable=not err_console.is_terminal) as progress:
+            hooks = _Hooks(progress, json_out)
+            if reprobe:
+                rep = run_reprobe(wctx, generation=gen, attempts=attempts, band=bnd, budget=budget,
+                                  concurrency=concurrency, stage_progress=hooks.stage)
+            else:
+                req = DiscoverRequest(n=n, generators=list(generator or []), families=list(family or []),
+                                      generation=gen, band=bnd, attempts=attempts, budget=budget, resume=resume,
+                                      holdout_only=holdout_only, difficulty=difficulty, seed=seed,
+                                      concurrency=concurrency)
+                out = run_discover(wctx, req, hooks)
+    if reprobe:
+        _render_reprobe(rep, json_out)
+        return
+    _render(out, json_out)
+    if out.interrupted:
+        err_console.print(f"[bold]stopped:[/] {out.reason}", highlight=False, soft_wrap=True)
+        raise typer.Exit(130 if "interrupted" in (out.reason or "") else 1)
+
+
+def _render(out, json_out: bool) -> None:  # type: ignore[no-untyped-def]
+    cands: list[CandidateRow] = out.candidates
+    if json_out:
+        print_json({
+            "job": out.job_id, "interrupted": out.interrupted, "reason": out.reason, "wall_sec": out.wall_sec,
+            "plan": out.plan,
+            "candidates": [{"name": c.name, "generator": c.generator, "family": c.family, "difficulty": c.difficulty,
+                            "seed": c.seed, "state": c.state, "reason": c.reason, "detail": c.detail,
+                            "split": c.split, "probe_pass_rate": c.probe_pass_rate, "probe_trials": c.probe_trials,
+                            "task_digest": c.task_digest, "evidence": c.evidence} for c in cands],
+        })
+        return
+    admitted = [c for c in cands if c.state == "admitted"]
+    console.print(f"[bold]{out.job_id}[/]  generated {len(cands)}, admitted {len(admitted)}, "
+                  f"wall time {out.wall_sec:.0f}s", highlight=False)
+    rejected = Counter(c.reason for c in cands if c.state in ("rejected", "dropped"))
+    if rejected:
+        t = Table(title="rejected / dropped by reason", title_justify="left")
+        t.add_column("reason")
+        t.add_column("n", justify="right")
+        for reason, k in rejected.most_common():
+            t.add_row(reason or "?", str(k))
+        console.print(t)
+    t = Table(title="admitted by family and difficulty", title_justify="left")
+    for col in ("family", "difficulty", "admitted", "train", "holdout", "mean probe pass rate"):
+        t.add_column(col)
+    groups: dict[tuple[str, int], list[CandidateRow]] = {}
+    for c in admitted:
+        groups.setdefault((c.family, c.difficulty), []).append(c)
+    for (fam, d), cs in sorted(groups.items()):
+        rate = sum(c.probe_pass_rate or 0 for c in cs) / len(cs)
+        t.add_row(fam, str(d), str(len(cs)), str(sum(c.split == "train" for c in cs)),
+                  str(sum(c.split == "holdout" for c in cs)), f"{rate:.2f}")
+    console.print(t)
+
+
+def _render_reprobe(rep, json_out: bool) -> None:  # type: ignore[no-untyped-def]
+    if json_out:
+        print_json({"job": rep.job_id, "rates": rep.rates, "retired": rep.retired,
+                    "levels": [{"family": f, "from": a, "to": b, "why": w} for f, a, b, w in rep.levels],
+                    "interrupted": rep.interrupted, "reason": rep.reason})
+        return
+    console.print(f"[bold]{rep.job_id}[/]  probed {len(rep.rates)} train task(s), retired {len(rep.retired)}",
+                  highlight=False)
+    for name, why in rep.retired:
+        console.print(f"retired {name}: {why}", highlight=False)
+    for fam, a, b, why in rep.levels:
+        console.print(f"family {fam}: level {a} -> {b} ({why})", highlight=False)
+    if rep.interrupted:
+        err_console.print(f"[bold]stopped:[/] {rep.reason}", highlight=False)
+        raise typer.Exit(1)

@@ -1,0 +1,437 @@
+"""`rsi discover`: make tasks at the current generation's frontier and admit only valid ones.
+
+One discover job runs four steps, each resumable, each recorded:
+1. **generate** candidates (generators by name) into `.rsi/discover/<job>/<name>/task/`, with
+   their known-wrong solutions beside the task (never inside it), and reject at once what fails a
+   static check: the task does not load, asks more than the contract allows, has no known-wrong
+   solution, or nearly repeats a pool task's instruction;
+2. **gate**, in Docker, cheapest first: the oracle passes every one of the contract's runs (this
+   also builds the environment), then doing nothing fails and every known-wrong solution fails;
+3. **probe**: the current generation attempts each valid candidate K times;
+4. **admit** those whose pass rate lies in the band into `tasks/`, with a split decided by the
+   task's digest. Candidates above the band are dropped (recorded, not admitted): an easy task
+   carries no signal for the loop, and `--reprobe` retires pool tasks that became easy.
+
+Steps 2-3 run as child `run` jobs of the discover job (rsi.loop.run), so a killed discover resumes
+without re-paying a finished trial; candidates are one row per (job, name), so none is duplicated.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rsi.core.arm import Arm
+from rsi.core.discover import (
+    REJECT_REASONS,
+    TaskDraft,
+    content_digest,
+    contract_overreach,
+    draft_split,
+    nearest_duplicate,
+    render_task,
+)
+from rsi.core.errors import ConfigError, InputError, RsiError
+from rsi.core.task import Task
+from rsi.loop.arms import ArmPlan, resolve_arms
+from rsi.loop.context import WorkspaceContext
+from rsi.loop.discover_stages import Stage, StageRunner, evaluate_controls, evaluate_oracle, evaluate_probe
+from rsi.loop.generators import GENERATORS, GeneratorError, GenRequest, PoolTask, Proposer, load_generators
+from rsi.loop.run import Progress, new_job_id
+from rsi.store.files import load_task, load_tasks, write_atomic
+from rsi.store.tables import CandidateRow
+
+PROCEDURAL = ("files", "text", "data", "logs", "pyfix", "pipeline")
+
+
+@dataclass
+class DiscoverRequest:
+    n: int = 10
+    generators: list[str] = field(default_factory=list)  # default: the six procedural families
+    families: list[str] = field(default_factory=list)
+    generation: str | None = None
+    band: tuple[float, float] | None = None  # default: the contract's
+    attempts: int | None = None  # probe attempts; default: the contract's
+    budget: float | None = None  # trials, gate and probe together
+    resume: str | None = None
+    holdout_only: bool = False
+    difficulty: int | None = None  # default: the family's curriculum level
+    seed: int = 0
+    concurrency: int = 2
+
+
+@dataclass
+class DiscoverOutcome:
+    job_id: str
+    candidates: list[CandidateRow]
+    interrupted: bool = False
+    reason: str | None = None
+    plan: dict[str, int] = field(default_factory=dict)
+    wall_sec: float = 0.0
+
+
+class DiscoverHooks:
+    """What the CLI hooks into: messages, each candidate as it is generated, a run_job Progress per stage."""
+
+    def message(self, text: str) -> None: ...
+
+    def generated(self, row: CandidateRow, done: int, total: int) -> None: ...
+
+    def stage(self, name: str) -> Progress:
+        return Progress()
+
+
+def _params(req: DiscoverRequest, gen: str, band: tuple[float, float], attempts: int) -> dict[str, Any]:
+    return {"n": req.n, "generators": req.generators, "families": req.families, "generation": gen,
+            "band": list(band), "attempts": attempts, "holdout_only": req.holdout_only,
+            "difficulty": req.difficulty, "seed": req.seed}
+
+
+def discover(ctx: WorkspaceContext, req: DiscoverRequest, hooks: DiscoverHooks | None = None) -> DiscoverOutcome:
+    """Plan (or resume) a discover job and run its steps; see the module docstring."""
+    import time
+
+    t0 = time.monotonic()
+    hooks = hooks or DiscoverHooks()
+    load_generators()
+    store, contract = ctx.store, ctx.contract
+    if req.n < 1:
+        raise InputError("--n", None, "must be at least 1")
+    if req.budget is not None and req.budget <= 0:
+        raise InputError("--budget", None, "must be more than 0")
+    gens = req.generators or list(PROCEDURAL)
+    for g in gens:
+        GENERATORS.get(g)  # an unknown name lists the known ones
+    band = req.band or contract.discovery.band
+    if not 0 <= band[0] <= band[1] <= 1:
+        raise InputError("--band", None, f"{band[0]},{band[1]} is not LO,HI with 0 <= LO <= HI <= 1")
+    attempts = req.attempts or contract.discovery.probe_attempts
+    if attempts < 1:
+        raise InputError("--attempts", None, "must be at least 1")
+    if req.difficulty is not None and not 1 <= req.difficulty <= contract.discovery.max_difficulty:
+        raise InputError("--difficulty", None, f"must lie in 1..{contract.discovery.max_difficulty}")
+
+    if req.resume:
+        job = store.get_job(req.resume)
+        if job.kind != "discover":
+            raise ConfigError(f"--resume {job.id}: that is a {job.kind} job, not a discover job")
+        params = job.params
+        gen = ctx.generation(params["generation"])
+        asked = _params(req, gen.id, band, attempts)
+        changed = [k for k in ("generators", "families", "band", "attempts", "holdout_only")
+                   if (req.generators or req.families or req.band or req.attempts or req.holdout_only)
+                   and asked[k] != params.get(k) and asked[k] not in ([], None, False)]
+        if req.generation and req.generation != params["generation"]:
+            changed.append("generation")
+        if changed:
+            raise ConfigError(f"--resume {job.id}: the job ran with other settings ({', '.join(changed)}); "
+                              "start a new discover instead")
+        job_id = job.id
+        req = DiscoverRequest(**{**req.__dict__, "n": params["n"], "generators": params["generators"],
+                                 "families": params["families"], "holdout_only": params["holdout_only"],
+                                 "difficulty": params["difficulty"], "seed": params["seed"]})
+        gens = req.generators or list(PROCEDURAL)
+        band, attempts = (float(params["band"][0]), float(params["band"][1])), int(params["attempts"])
+    else:
+        gen = ctx.generation(req.generation)
+        job_id = new_job_id().replace("job-", "disc-")
+        params = _params(req, gen.id, band, attempts)
+
+    probe_arms = resolve_arms(ctx, "harness", [gen.id], [])  # refuses a generation without a runnable config
+    store.acquire_driver()
+    try:
+        if not req.resume:
+            store.create_job(job_id, agent="harness", generation=gen.id,
+                             harness_config_digest=probe_arms[0].arm.config_digest, attempts=attempts,
+                             concurrency=req.concurrency, task_paths=[], tasks_fingerprint="", trials=[],
+                             kind="discover", phase="discover", params=params)
+        store.claim_job(job_id)
+        stage_root = ctx.ws.state_dir / "discover" / job_id
+        pool = _pool(ctx)
+        hooks.message(f"discover {job_id}: generation {gen.id}, band {band[0]:g}..{band[1]:g}, "
+                      f"{attempts} probe attempt(s), generators {', '.join(gens)}")
+        _generate(ctx, job_id, req, gens, gen.id, stage_root, pool, hooks)
+
+        runner = StageRunner(ctx, job_id, req.budget, req.concurrency, hooks.stage,
+                             f"resume with `rsi discover --resume {job_id}`")
+        open_ = store.candidates(job_id, "generated")
+        checked = store.candidates(job_id, "checked")
+        n_wrong = sum(len(_wrong_names(Path(c.stage_dir))) for c in open_ + checked)
+        n_valid = len([c for c in store.candidates(job_id, "valid") if c.probe_pass_rate is None])
+        plan = {"oracle": len(open_) * contract.discovery.oracle_runs, "controls": len(open_ + checked) + n_wrong,
+                "probe": (len(open_ + checked) + n_valid) * attempts}
+        hooks.message(f"plan: {len(store.candidates(job_id))} candidate(s); up to {sum(plan.values())} trials "
+                      f"(oracle {plan['oracle']}, nop + known-wrong {plan['controls']}, probe {plan['probe']})"
+                      + (f"; budget {req.budget:g} trials" if req.budget is not None else ""))
+
+        stop = _gate_and_probe(ctx, job_id, runner, gen.id, probe_arms, band, int(attempts))
+        if stop is None:
+            _admit(ctx, job_id, gen.id)
+            store.finish_job(job_id, "done")
+        else:
+            store.mark_job_interrupted(job_id, stop)
+        return DiscoverOutcome(job_id=job_id, candidates=store.candidates(job_id), interrupted=stop is not None,
+                               reason=stop, plan=plan, wall_sec=time.monotonic() - t0)
+    except BaseException:
+        if store.get_job(job_id).status == "running":
+            store.mark_job_interrupted(job_id, "the run ended unexpectedly")
+        raise
+    finally:
+        store.release_driver()
+
+
+# -- generate ------------------------------------------------------------------------------------
+
+
+def _pool(ctx: WorkspaceContext) -> list[Task]:
+    """The workspace's task pool (retired tasks left out)."""
+    if not ctx.ws.tasks_dir.is_dir() or not any(ctx.ws.tasks_dir.iterdir()):
+        return []
+    retired = {r.digest for r in ctx.store.task_rows(state="retired")}
+    return [t for t in load_tasks([ctx.ws.tasks_dir]) if t.digest not in retired]
+
+
+def _pool_view(ctx: WorkspaceContext, pool: list[Task]) -> list[PoolTask]:
+    """Train tasks as generators may see them: holdout outcomes are sealed from discovery."""
+    rows = {r.digest: r for r in ctx.store.task_rows()}
+    out = []
+    for t in pool:
+        if t.split != "train":
+            continue
+        row, meta = rows.get(t.digest), t.spec.metadata.rsi
+        test = Path(t.path, "tests", "test.sh")
+        solve = Path(t.path, "solution", "solve.sh")
+        out.append(PoolTask(name=t.name, family=t.family, difficulty=meta.difficulty, instruction=t.instruction,
+                            generator=meta.generator, seed=meta.seed,
+                            probe_pass_rate=row.probe_pass_rate if row else None,
+                            test_sh=test.read_text() if test.is_file() else "",
+                            solve_sh=solve.read_text() if solve.is_file() else ""))
+    return out
+
+
+def _proposer(ctx: WorkspaceContext, gen_id: str) -> Proposer:
+    """The configured proposer, else the generation's own model on its endpoint (the embedded
+    server is started if that is what the config names)."""
+    import os
+
+    from rsi.models.embedded import resolve_endpoint
+
+    s = ctx.settings.discover.proposer
+    g = ctx.generation(gen_id)
+    if s is not None:
+        return Proposer(base_url=resolve_endpoint(s.endpoint), model=s.model or g.serve_name(),
+                        api_key=os.environ.get(s.api_key_env) if s.api_key_env else None,
+                        temperature=s.temperature, max_tokens=s.max_tokens)
+    return Proposer(base_url=resolve_endpoint(ctx.harness_config_for(g).model.endpoint), model=g.serve_name())
+
+
+def _requests(req: DiscoverRequest, gens: list[str], levels: dict[str, int], max_level: int) -> list[GenRequest]:
+    """The deterministic sequence of generator calls: generators round-robin, seeds counting up."""
+    out = []
+    families: list[str | None] = list(req.families) or [None]
+    budget = req.n * (25 if req.holdout_only else 1)  # holdout-only keeps going until n holdout candidates
+    for i in range(budget):
+        gname = gens[i % len(gens)]
+        fam = families[(i // len(gens)) % len(families)]
+        g = GENERATORS.create(gname)
+        fam = fam if fam is not None else (g.families[0] if g.families[0] != "*" else None)
+        if req.families and g.families[0] != "*" and fam not in g.families:
+            continue
+        level = req.difficulty or levels.get(fam or "", 1)
+        out.append(GenRequest(seed=req.seed * 100_003 + i, difficulty=min(level, g.max_level, max_level), family=fam))
+    return out
+
+
+def _generate(ctx: WorkspaceContext, job_id: str, req: DiscoverRequest, gens: list[str], gen_id: str,
+              stage_root: Path, pool: list[Task], hooks: DiscoverHooks) -> None:
+    store, contract = ctx.store, ctx.contract
+    levels = {f: r.level for f, r in store.curriculum().items()}
+    view = _pool_view(ctx, pool)
+    known = {t.name: t.instruction for t in pool}
+    digests = {t.digest for t in pool}
+    for c in store.candidates(job_id):
+        if c.state != "rejected":
+            known[c.name] = Path(c.stage_dir, "task", "instruction.md").read_text() \
+                if Path(c.stage_dir, "task", "instruction.md").is_file() else ""
+    wanted = req.n
+    rows = store.candidates(job_id)
+    done_keys = {(c.generator, c.seed) for c in rows}
+    have = len([c for c in rows if not req.holdout_only or c.split in ("holdout", None)])
+    proposer: Proposer | None = None
+    for i, greq in enumerate(_requests(req, gens, levels, contract.discovery.max_difficulty)):
+        if have >= wanted:
+            break
+        gname = gens[i % len(gens)]
+        if (gname, greq.seed) in done_keys:
+            continue
+        if gname == "model" and proposer is None:
+            proposer = _proposer(ctx, gen_id)
+        greq.pool, greq.proposer = view, proposer
+        row = _candidate(ctx, job_id, gname, greq, gen_id, stage_root, known, digests, req.holdout_only)
+        if row is None:
+            continue
+        have += 1
+        if row.state != "rejected":
+            known[row.name] = Path(row.stage_dir, "task", "instruction.md").read_text()
+        hooks.generated(row, have, wanted)
+
+
+def _reject(ctx: WorkspaceContext, row: CandidateRow, reason: str, detail: str) -> CandidateRow:
+    assert reason in REJECT_REASONS
+    row.state, row.reason, row.detail = "rejected", reason, detail[:2000]
+    return ctx.store.add_candidate(row)
+
+
+def _candidate(ctx: WorkspaceContext, job_id: str, gname: str, greq: GenRequest, gen_id: str, stage_root: Path,
+               known: dict[str, str], digests: set[str], holdout_only: bool) -> CandidateRow | None:
+    """Generate, stage and statically check one candidate; None when it is skipped (holdout-only)."""
+    contract = ctx.contract
+    base = CandidateRow(job_id=job_id, name=f"{gname}-s{greq.seed}", generator=gname,
+                        family=greq.family or "misc", difficulty=greq.difficulty, seed=greq.seed,
+                        stage_dir=str(stage_root / f"{gname}-s{greq.seed}"), state="generated")
+    existing = {c.name for c in ctx.store.candidates(job_id)}
+    try:
+        draft = GENERATORS.create(gname).generate(greq)
+    except GeneratorError as e:
+        return _reject(ctx, base, e.reason, str(e))
+    except Exception as e:  # noqa: BLE001 - a broken generator is a rejected candidate, never a crash
+        return _reject(ctx, base, "generator_error", f"{type(e).__name__}: {e}")
+    name = draft.name()
+    if name in existing:  # another seed made the very same task (mutate picks parents by seed)
+        return None
+    split = draft_split(draft, name, contract.promotion.holdout_fraction)
+    if holdout_only and split != "holdout":
+        return None
+    files = render_task(draft, name=name, split=split, discovered_by=gen_id)
+    stage = stage_root / name
+    _write_stage(stage, files, draft)
+    row = CandidateRow(job_id=job_id, name=name, generator=gname, family=draft.family, difficulty=draft.difficulty,
+                       seed=draft.seed, parent_task=draft.parent_task, split=split, stage_dir=str(stage),
+                       state="generated", task_digest=content_digest(files))
+    try:
+        task = load_task(stage / "task")
+    except RsiError as e:
+        return _reject(ctx, row, "invalid_task", str(e))
+    row.task_digest = task.digest
+    over = contract_overreach(task.spec, contract)
+    if over:
+        return _reject(ctx, row, "over_contract", "; ".join(over))
+    if not draft.known_wrong:
+        return _reject(ctx, row, "no_known_wrong", "the generator wrote no known-wrong solution")
+    if task.digest in digests:
+        return _reject(ctx, row, "duplicate_digest", f"digest {task.digest[:12]} is already in the pool")
+    near = nearest_duplicate(task.instruction, {k: v for k, v in known.items() if k != name})
+    if near is not None and near[1] >= contract.discovery.near_duplicate_threshold:
+        return _reject(ctx, row, "near_duplicate", f"{near[1]:.2f} similar to {near[0]} (threshold "
+                       f"{contract.discovery.near_duplicate_threshold:g})")
+    digests.add(task.digest)
+    return ctx.store.add_candidate(row)
+
+
+def _write_stage(stage: Path, files: dict[str, str], draft: TaskDraft) -> None:
+    """`<stage>/task/...` and `<stage>/known_wrong/<k>/solve.sh`, replaced whole."""
+    tmp = stage.with_name(stage.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for rel, text in files.items():
+        p = tmp / "task" / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        if rel.endswith(".sh"):
+            p.chmod(0o755)
+    for k, body in enumerate(draft.known_wrong, 1):
+        p = tmp / "known_wrong" / str(k) / "solve.sh"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(body)
+        p.chmod(0o755)
+    shutil.rmtree(stage, ignore_errors=True)
+    tmp.rename(stage)
+
+
+def _wrong_names(stage: Path) -> list[str]:
+    d = stage / "known_wrong"
+    return sorted((p.name for p in d.iterdir() if (p / "solve.sh").is_file()), key=int) if d.is_dir() else []
+
+
+# -- gate, probe, admit ----------------------------------------------------------------------------
+
+
+def _gate_and_probe(ctx: WorkspaceContext, job_id: str, runner: StageRunner, gen_id: str,
+                    probe_arms: list[ArmPlan], band: tuple[float, float], attempts: int) -> str | None:
+    """Run the oracle stage, the controls stage and the probe; return why it stopped, or None."""
+    store, gen = ctx.store, ctx.generation(gen_id)
+    oracle = ArmPlan(Arm(agent="oracle", generation=gen_id), gen)
+    nop = ArmPlan(Arm(agent="nop", generation=gen_id), gen)
+
+    open_ = store.candidates(job_id, "generated")
+    if open_:
+        cells = [(c.name, oracle.arm.id, ctx.contract.discovery.oracle_runs) for c in open_]
+        res = runner.run(Stage("oracle", [oracle], cells, _dirs(open_)))
+        evaluate_oracle(ctx, job_id, open_, res)
+        if res.stop:
+            return res.stop
+
+    passed = store.candidates(job_id, "checked")
+    if passed:
+        arms = [nop]
+        cells = []
+        for c in passed:
+            cells.append((c.name, nop.arm.id, 1))
+            for k in _wrong_names(Path(c.stage_dir)):
+                plan = ArmPlan(Arm(agent="known_wrong", generation=gen_id, variant=k), gen)
+                if plan.arm.id not in {a.arm.id for a in arms}:
+                    arms.append(plan)
+                cells.append((c.name, plan.arm.id, 1))
+        res = runner.run(Stage("controls", arms, cells, _dirs(passed)))
+        evaluate_controls(ctx, job_id, passed, res)
+        if res.stop:
+            return res.stop
+
+    valid = [c for c in store.candidates(job_id, "valid") if c.probe_pass_rate is None]
+    if valid:
+        cells = [(c.name, probe_arms[0].arm.id, attempts) for c in valid]
+        res = runner.run(Stage("probe", probe_arms, cells, _dirs(valid)))
+        evaluate_probe(ctx, job_id, valid, res, band)
+        if res.stop:
+            return res.stop
+    left = [c for c in store.candidates(job_id) if c.state in ("generated", "checked")
+            or (c.state == "valid" and c.probe_pass_rate is None)]
+    if left:
+        return (f"{len(left)} candidate(s) still undecided after infra failures; "
+                f"resume with `rsi discover --resume {job_id}`")
+    return None
+
+
+def _dirs(cands: list[CandidateRow]) -> list[Path]:
+    return [Path(c.stage_dir) / "task" for c in cands]
+
+
+def _admit(ctx: WorkspaceContext, job_id: str, gen_id: str) -> None:
+    """Copy each admitted candidate's task into tasks/ and register it with its provenance."""
+    store = ctx.store
+    ctx.ws.tasks_dir.mkdir(parents=True, exist_ok=True)
+    for c in store.candidates(job_id, "valid"):
+        if c.probe_pass_rate is None:
+            continue
+        dest = ctx.ws.tasks_dir / c.name
+        src = Path(c.stage_dir) / "task"
+        if dest.exists():
+            if load_task(dest).digest != c.task_digest:
+                raise ConfigError(f"{dest} exists with other content; move it away and resume discover {job_id}")
+        else:
+            tmp = dest.with_name(f".{c.name}.tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(src, tmp)
+            tmp.rename(dest)
+        task = load_task(dest)
+        if task.digest != c.task_digest:
+            raise RsiError(f"admitted task {c.name} changed while it was copied ({task.digest[:12]} != "
+                           f"{(c.task_digest or '')[:12]})")
+        store.admit_task(task, discover_job=job_id, probe_pass_rate=c.probe_pass_rate,
+                         probe_trials=c.probe_trials)
+        store.update_candidate(job_id, c.name, state="admitted")
+    write_atomic(ctx.ws.state_dir / "discover" / job_id / "DONE", gen_id + "\n")
+
+
+__all__ = ["DiscoverHooks", "DiscoverOutcome", "DiscoverRequest", "discover"]
