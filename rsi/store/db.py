@@ -79,6 +79,14 @@ def migrate(engine: Engine, revision: str = "head") -> None:
 def downgrade(engine: Engine, revision: str) -> None:
     """Take the schema back down to `revision` (for tests and for undoing a bad upgrade by hand)."""
     cfg = _alembic_config()
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, revision)
+    with engine.connect() as conn:
+        sqlite = conn.dialect.name == "sqlite"
+        if sqlite:  # off before the transaction (a no-op inside one): batch mode recreates referenced tables
+            conn.exec_driver_sql("PRAGMA foreign_keys = OFF")
+            conn.commit()
+        with conn.begin():
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, revision)
+        if sqlite:
+            conn.exec_driver_sql("PRAGMA foreign_keys = ON")
+            conn.commit()

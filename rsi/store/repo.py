@@ -31,6 +31,7 @@ from rsi.store.db import database_url, make_engine, migrate, sqlite_file
 from rsi.store.locks import FileLock, is_locked_by_other, read_holder
 from rsi.store.queries_base import check_choice
 from rsi.store.queries_discover import DiscoverQueries
+from rsi.store.queries_expand import ExpandQueries
 from rsi.store.queries_generations import GenerationQueries
 from rsi.store.queries_loop import LoopQueries, put_arm_in
 from rsi.store.queries_trials import HOLDOUT_READERS, READERS, Reader, TrialQueries
@@ -52,7 +53,7 @@ def _default_lock_dir(url: str, db_file: Path | None) -> Path:
     return Path(tempfile.gettempdir()) / "rsi-locks" / digest_obj(url)[:12]
 
 
-class Store(TrialQueries, LoopQueries, GenerationQueries, DiscoverQueries):
+class Store(TrialQueries, LoopQueries, GenerationQueries, DiscoverQueries, ExpandQueries):
     """One database, migrated to head on open; holds the locks it takes until `close`."""
 
     def __init__(self, url: str, *, lock_dir: Path | None = None) -> None:

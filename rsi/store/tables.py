@@ -297,3 +297,33 @@ class CurriculumRow(SQLModel, table=True):
     level: int
     reason: str = Field(sa_type=sa.Text)
     updated_at: datetime = Field(default_factory=utcnow)
+
+
+class SearchCandidateRow(SQLModel, table=True):
+    """One harness-config candidate of an expand job's search (added in 0004).
+
+    `origin` is search_space | reflection | manual; a reflective proposal the contract refused
+    has state `refused`, no digest, its patch and the reason. `state` is candidate | refused |
+    adopted; `tasks_solved_json` lists the train tasks it solved so far.
+    """
+
+    __tablename__ = "search_candidates"
+    __table_args__ = (sa.UniqueConstraint("job_id", "label", name="uq_search_candidates_job_label"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: str = Field(index=True)
+    label: str
+    origin: str
+    config_digest: str | None = None
+    parent_digest: str | None = None
+    state: str = "candidate"
+    reason: str | None = Field(default=None, sa_type=sa.Text)
+    patch_yaml: str | None = Field(default=None, sa_type=sa.Text)
+    source_trial: str | None = None  # the failed trial a reflective proposal read
+    tasks_solved_json: str = "[]"
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def tasks_solved(self) -> list[str]:
+        return list(json.loads(self.tasks_solved_json or "[]"))

@@ -1,0 +1,100 @@
+"""Attribution rules (DESIGN §7): a verdict for a failed (task, generation) from executed evidence.
+
+Pure: the caller hands over what was run (`Evidence`, one per finished trial) and gets a verdict
+back, or None when the evidence decides nothing yet. The rules, in order:
+
+- not failed: some baseline trial passed -> no verdict;
+- `infra`: every baseline trial (or every oracle re-run) ended on a sandbox or endpoint error, so
+  nothing was learnt; such trials are re-run and never count towards a rate;
+- `task`: nop passes, or the oracle fails (every run) or flips (passes and fails across re-runs);
+- `config`: some variant within the contract passed with the same model (the best one is named);
+- `model`: the oracle passed every re-run and every variant tried failed; the confidence grows
+  with how many variants were tried (`config_probes` of them reach full weight).
+A model (reflection) may propose variants; it never decides a verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+KINDS = ("model", "task", "config", "infra")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One finished trial as attribution sees it."""
+
+    trial_id: str
+    agent: str  # harness | oracle | nop
+    passed: bool
+    infra: bool = False
+    config_digest: str | None = None
+    variant: str | None = None  # the candidate's label; None = the generation's own config
+
+
+@dataclass
+class Verdict:
+    kind: str
+    confidence: float
+    reason: str
+    evidence: list[str] = field(default_factory=list)
+    variant: str | None = None
+
+
+def _counted(ev: Sequence[Evidence]) -> list[Evidence]:
+    return [e for e in ev if not e.infra]
+
+
+def attribute(
+    baseline: Sequence[Evidence],
+    oracle: Sequence[Evidence],
+    nop: Sequence[Evidence],
+    variants: Sequence[Evidence],
+    *,
+    config_probes: int = 4,
+) -> Verdict | None:
+    """The verdict for one task under one generation (see the module docstring)."""
+    base = _counted(baseline)
+    if any(e.passed for e in base):
+        return None
+    ids = [e.trial_id for e in (*baseline, *oracle, *nop, *variants)]
+    if not base:
+        if baseline:
+            return Verdict("infra", 1.0, f"all {len(baseline)} baseline trial(s) ended on infra errors; re-run",
+                           [e.trial_id for e in baseline])
+        return None
+    orc, nops = _counted(oracle), _counted(nop)
+    if any(e.passed for e in nops):
+        return Verdict("task", 0.95, "doing nothing (nop) passes: the verifier does not check the work", ids)
+    if orc and all(not e.passed for e in orc):
+        return Verdict("task", 0.95, f"the reference solution fails {len(orc)} of {len(orc)} run(s)", ids)
+    if orc and any(not e.passed for e in orc):
+        n = sum(e.passed for e in orc)
+        return Verdict("task", 0.9, f"the reference solution flips ({n} of {len(orc)} runs pass)", ids)
+    var = _counted(variants)
+    wins: dict[str, list[int]] = {}
+    for e in var:
+        key = e.variant or e.config_digest or "?"
+        w = wins.setdefault(key, [0, 0])
+        w[0] += int(e.passed)
+        w[1] += 1
+    solved = {k: v for k, v in wins.items() if v[0] > 0}
+    if solved:
+        best = max(sorted(solved), key=lambda k: (solved[k][0] / solved[k][1], solved[k][0]))
+        p, n = solved[best]
+        return Verdict("config", round(0.5 + 0.5 * p / n, 3),
+                       f"variant {best} passes {p} of {n} attempt(s) where the baseline passed 0 of {len(base)}",
+                       ids, variant=best)
+    if not orc:
+        if oracle:
+            return Verdict("infra", 1.0, "every oracle re-run ended on an infra error; re-run", ids)
+        return None  # not yet decidable: the oracle has not run
+    tried = len(wins)
+    conf = round(0.3 + 0.65 * min(1.0, tried / max(config_probes, 1)), 3)
+    return Verdict("model", conf,
+                   f"the reference solution passes {len(orc)} of {len(orc)} run(s); baseline 0 of {len(base)}, "
+                   f"{tried} variant(s) tried, none passed", ids)
+
+
+__all__ = ["KINDS", "Evidence", "Verdict", "attribute"]
