@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -27,26 +27,61 @@ def _paths(ctx: typer.Context, paths: list[Path] | None) -> list[Path]:
 def list_(
     ctx: typer.Context,
     paths: PathsArg = None,
+    state: Annotated[str | None, typer.Option(
+        "--state", help="active | retired (on disk), or candidate | rejected (discovery's, from the database).")
+    ] = None,
+    split: Annotated[str | None, typer.Option("--split", help="train | holdout.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List tasks with family, split, difficulty and digest."""
+    """List tasks with family, split, difficulty, state, generator, probe pass rate and digest."""
+    from rsi.core.errors import InputError
     from rsi.store.files import load_tasks
 
     with errors():
+        if state not in (None, "active", "retired", "candidate", "rejected"):
+            raise InputError("--state", None, f"'{state}' is not one of active, retired, candidate, rejected")
+        if split not in (None, "train", "holdout"):
+            raise InputError("--split", None, f"'{split}' is not one of train, holdout")
         tasks = load_tasks(_paths(ctx, paths))
+        db = _task_rows(ctx)
+        rows = []
+        for t in tasks:
+            r = db.get(t.digest)
+            meta = t.spec.metadata.rsi
+            rows.append({"name": t.name, "family": t.family, "split": t.split, "difficulty": meta.difficulty,
+                         "state": r.state if r else "active", "state_reason": r.state_reason if r else None,
+                         "generator": meta.generator, "probe_pass_rate": r.probe_pass_rate if r else None,
+                         "probe_trials": r.probe_trials if r else 0, "digest": t.digest, "path": t.path})
+        if state in ("candidate", "rejected"):
+            on_disk = {t.digest for t in tasks}
+            rows += [{"name": r.name, "family": r.family, "split": r.split, "difficulty": r.difficulty,
+                      "state": r.state, "state_reason": r.state_reason, "generator": r.generator,
+                      "probe_pass_rate": r.probe_pass_rate, "probe_trials": r.probe_trials, "digest": r.digest,
+                      "path": r.path} for r in db.values() if r.state == state and r.digest not in on_disk]
+        rows = [r for r in rows if (state is None or r["state"] == state) and (split is None or r["split"] == split)]
     if json_out:
-        print_json([
-            {"name": t.name, "family": t.family, "split": t.split, "difficulty": t.spec.metadata.rsi.difficulty,
-             "digest": t.digest, "path": t.path}
-            for t in tasks
-        ])
+        print_json(rows)
         return
-    table = Table(title=f"{len(tasks)} tasks")
-    for c in ("name", "family", "split", "difficulty", "digest"):
+    table = Table(title=f"{len(rows)} tasks")
+    for c in ("name", "family", "split", "difficulty", "state", "generator", "probe pass", "digest"):
         table.add_column(c)
-    for t in tasks:
-        table.add_row(t.name, t.family, t.split, str(t.spec.metadata.rsi.difficulty), t.digest[:12])
+    for r in rows:
+        rate = "-" if r["probe_pass_rate"] is None else f"{r['probe_pass_rate']:.2f} ({r['probe_trials']})"
+        table.add_row(r["name"], r["family"], r["split"], str(r["difficulty"]), r["state"], r["generator"] or "-",
+                      rate, r["digest"][:12])
     console.print(table)
+
+
+def _task_rows(ctx: typer.Context) -> dict[str, Any]:
+    """The database's task rows by digest, when there is a workspace (an empty map otherwise)."""
+    from rsi.core.errors import RsiError
+    from rsi.loop.context import WorkspaceContext
+
+    try:
+        wctx = WorkspaceContext.open(workspace_root(ctx))
+    except RsiError:
+        return {}
+    return {r.digest: r for r in wctx.store.task_rows()}
 
 
 @app.command()

@@ -41,6 +41,7 @@ from rsi.loop.discover_stages import Stage, StageRunner, evaluate_controls, eval
 from rsi.loop.generators import GENERATORS, GeneratorError, GenRequest, PoolTask, Proposer, load_generators
 from rsi.loop.run import Progress, new_job_id
 from rsi.store.files import load_task, load_tasks, write_atomic
+from rsi.sandbox.base import SandboxProvider
 from rsi.store.tables import CandidateRow
 
 PROCEDURAL = ("files", "text", "data", "logs", "pyfix", "pipeline")
@@ -60,6 +61,8 @@ class DiscoverRequest:
     difficulty: int | None = None  # default: the family's curriculum level
     seed: int = 0
     concurrency: int = 2
+    # Who attempts valid candidates: the generation's harness (a scripted agent in unit tests).
+    probe_agent: str = "harness"
 
 
 @dataclass
@@ -83,63 +86,77 @@ class DiscoverHooks:
         return Progress()
 
 
-def _params(req: DiscoverRequest, gen: str, band: tuple[float, float], attempts: int) -> dict[str, Any]:
-    return {"n": req.n, "generators": req.generators, "families": req.families, "generation": gen,
-            "band": list(band), "attempts": attempts, "holdout_only": req.holdout_only,
-            "difficulty": req.difficulty, "seed": req.seed}
+# The settings a discover job is planned with; a resume may not change them (only --budget, -n).
+SETTINGS = ("n", "generators", "families", "generation", "band", "attempts", "holdout_only", "difficulty", "seed",
+            "probe_agent")
 
 
-def discover(ctx: WorkspaceContext, req: DiscoverRequest, hooks: DiscoverHooks | None = None) -> DiscoverOutcome:
+def _settings(req: DiscoverRequest) -> dict[str, Any]:
+    """What the user asked for explicitly (unset options left out)."""
+    asked = {"n": req.n, "generators": req.generators, "families": req.families, "generation": req.generation,
+             "band": list(req.band) if req.band else None, "attempts": req.attempts,
+             "holdout_only": req.holdout_only, "difficulty": req.difficulty, "seed": req.seed,
+             "probe_agent": req.probe_agent}
+    defaults = DiscoverRequest()
+    return {k: v for k, v in asked.items() if v not in (None, [], False) and v != getattr(defaults, k, None)}
+
+
+def _resolve(ctx: WorkspaceContext, req: DiscoverRequest) -> tuple[DiscoverRequest, str, dict[str, Any]]:
+    """Check a request (or a resume against its job's settings); return it with every setting filled,
+    the job id and the settings to record."""
+    contract = ctx.contract
+    if req.n < 1:
+        raise InputError("--n", None, "must be at least 1")
+    if req.budget is not None and req.budget <= 0:
+        raise InputError("--budget", None, "must be more than 0")
+    if req.resume:
+        job = ctx.store.get_job(req.resume)
+        if job.kind != "discover":
+            raise ConfigError(f"--resume {job.id}: that is a {job.kind} job, not a discover job")
+        stored = job.params
+        changed = [k for k, v in _settings(req).items() if k in stored and stored[k] != v]
+        if changed:
+            raise ConfigError(f"--resume {job.id}: the job was planned with other settings ({', '.join(changed)}); "
+                              "resume without them, or start a new discover")
+        filled = DiscoverRequest(**{**req.__dict__, **{k: stored[k] for k in SETTINGS if k in stored}})
+        filled.band = (float(stored["band"][0]), float(stored["band"][1]))
+        return filled, job.id, stored
+    gens = req.generators or list(PROCEDURAL)
+    for g in gens:
+        GENERATORS.get(g)  # an unknown name lists the known ones
+    band = req.band or contract.discovery.band
+    if not 0 <= band[0] <= band[1] <= 1:
+        raise InputError("--band", None, f"{band[0]:g},{band[1]:g} is not LO,HI with 0 <= LO <= HI <= 1")
+    attempts = req.attempts or contract.discovery.probe_attempts
+    if attempts < 1:
+        raise InputError("--attempts", None, "must be at least 1")
+    if req.difficulty is not None and not 1 <= req.difficulty <= contract.discovery.max_difficulty:
+        raise InputError("--difficulty", None, f"must lie in 1..{contract.discovery.max_difficulty}")
+    filled = DiscoverRequest(**{**req.__dict__, "generators": gens, "band": band, "attempts": attempts,
+                                "generation": ctx.generation(req.generation).id})
+    params = {k: getattr(filled, k) for k in SETTINGS}
+    params["band"] = list(band)
+    return filled, new_job_id().replace("job-", "disc-"), params
+
+
+def discover(ctx: WorkspaceContext, req: DiscoverRequest, hooks: DiscoverHooks | None = None, *,
+             provider: SandboxProvider | None = None) -> DiscoverOutcome:
     """Plan (or resume) a discover job and run its steps; see the module docstring."""
     import time
 
     t0 = time.monotonic()
     hooks = hooks or DiscoverHooks()
     load_generators()
-    store, contract = ctx.store, ctx.contract
-    if req.n < 1:
-        raise InputError("--n", None, "must be at least 1")
-    if req.budget is not None and req.budget <= 0:
-        raise InputError("--budget", None, "must be more than 0")
-    gens = req.generators or list(PROCEDURAL)
-    for g in gens:
-        GENERATORS.get(g)  # an unknown name lists the known ones
-    band = req.band or contract.discovery.band
-    if not 0 <= band[0] <= band[1] <= 1:
-        raise InputError("--band", None, f"{band[0]},{band[1]} is not LO,HI with 0 <= LO <= HI <= 1")
-    attempts = req.attempts or contract.discovery.probe_attempts
-    if attempts < 1:
-        raise InputError("--attempts", None, "must be at least 1")
-    if req.difficulty is not None and not 1 <= req.difficulty <= contract.discovery.max_difficulty:
-        raise InputError("--difficulty", None, f"must lie in 1..{contract.discovery.max_difficulty}")
+    store = ctx.store
+    req, job_id, params = _resolve(ctx, req)
+    gen = ctx.generation(req.generation)
+    gens, band, attempts = req.generators, req.band, int(req.attempts or 1)
+    assert band is not None
 
-    if req.resume:
-        job = store.get_job(req.resume)
-        if job.kind != "discover":
-            raise ConfigError(f"--resume {job.id}: that is a {job.kind} job, not a discover job")
-        params = job.params
-        gen = ctx.generation(params["generation"])
-        asked = _params(req, gen.id, band, attempts)
-        changed = [k for k in ("generators", "families", "band", "attempts", "holdout_only")
-                   if (req.generators or req.families or req.band or req.attempts or req.holdout_only)
-                   and asked[k] != params.get(k) and asked[k] not in ([], None, False)]
-        if req.generation and req.generation != params["generation"]:
-            changed.append("generation")
-        if changed:
-            raise ConfigError(f"--resume {job.id}: the job ran with other settings ({', '.join(changed)}); "
-                              "start a new discover instead")
-        job_id = job.id
-        req = DiscoverRequest(**{**req.__dict__, "n": params["n"], "generators": params["generators"],
-                                 "families": params["families"], "holdout_only": params["holdout_only"],
-                                 "difficulty": params["difficulty"], "seed": params["seed"]})
-        gens = req.generators or list(PROCEDURAL)
-        band, attempts = (float(params["band"][0]), float(params["band"][1])), int(params["attempts"])
+    if req.probe_agent == "harness":
+        probe_arms = resolve_arms(ctx, "harness", [gen.id], [])  # refuses a generation without a runnable config
     else:
-        gen = ctx.generation(req.generation)
-        job_id = new_job_id().replace("job-", "disc-")
-        params = _params(req, gen.id, band, attempts)
-
-    probe_arms = resolve_arms(ctx, "harness", [gen.id], [])  # refuses a generation without a runnable config
+        probe_arms = [ArmPlan(Arm(agent=req.probe_agent, generation=gen.id), gen)]
     store.acquire_driver()
     try:
         if not req.resume:
@@ -155,18 +172,18 @@ def discover(ctx: WorkspaceContext, req: DiscoverRequest, hooks: DiscoverHooks |
         _generate(ctx, job_id, req, gens, gen.id, stage_root, pool, hooks)
 
         runner = StageRunner(ctx, job_id, req.budget, req.concurrency, hooks.stage,
-                             f"resume with `rsi discover --resume {job_id}`")
+                             f"resume with `rsi discover --resume {job_id}`", provider=provider)
         open_ = store.candidates(job_id, "generated")
         checked = store.candidates(job_id, "checked")
         n_wrong = sum(len(_wrong_names(Path(c.stage_dir))) for c in open_ + checked)
         n_valid = len([c for c in store.candidates(job_id, "valid") if c.probe_pass_rate is None])
-        plan = {"oracle": len(open_) * contract.discovery.oracle_runs, "controls": len(open_ + checked) + n_wrong,
+        plan = {"oracle": len(open_) * ctx.contract.discovery.oracle_runs, "controls": len(open_ + checked) + n_wrong,
                 "probe": (len(open_ + checked) + n_valid) * attempts}
         hooks.message(f"plan: {len(store.candidates(job_id))} candidate(s); up to {sum(plan.values())} trials "
                       f"(oracle {plan['oracle']}, nop + known-wrong {plan['controls']}, probe {plan['probe']})"
                       + (f"; budget {req.budget:g} trials" if req.budget is not None else ""))
 
-        stop = _gate_and_probe(ctx, job_id, runner, gen.id, probe_arms, band, int(attempts))
+        stop = _gate_and_probe(ctx, job_id, runner, gen.id, probe_arms, band, attempts)
         if stop is None:
             _admit(ctx, job_id, gen.id)
             store.finish_job(job_id, "done")
@@ -175,7 +192,8 @@ def discover(ctx: WorkspaceContext, req: DiscoverRequest, hooks: DiscoverHooks |
         return DiscoverOutcome(job_id=job_id, candidates=store.candidates(job_id), interrupted=stop is not None,
                                reason=stop, plan=plan, wall_sec=time.monotonic() - t0)
     except BaseException:
-        if store.get_job(job_id).status == "running":
+        if any(j.id == job_id and j.status == "running" for j in store.list_jobs(limit=1000)) \
+                and job_id in store.live_job_ids():
             store.mark_job_interrupted(job_id, "the run ended unexpectedly")
         raise
     finally:
@@ -258,7 +276,8 @@ def _generate(ctx: WorkspaceContext, job_id: str, req: DiscoverRequest, gens: li
     wanted = req.n
     rows = store.candidates(job_id)
     done_keys = {(c.generator, c.seed) for c in rows}
-    have = len([c for c in rows if not req.holdout_only or c.split in ("holdout", None)])
+    # holdout-only counts holdout candidates; the request list is bounded, so a failing generator ends
+    have = len([c for c in rows if not req.holdout_only or c.split == "holdout"])
     proposer: Proposer | None = None
     for i, greq in enumerate(_requests(req, gens, levels, contract.discovery.max_difficulty)):
         if have >= wanted:
@@ -272,7 +291,7 @@ def _generate(ctx: WorkspaceContext, job_id: str, req: DiscoverRequest, gens: li
         row = _candidate(ctx, job_id, gname, greq, gen_id, stage_root, known, digests, req.holdout_only)
         if row is None:
             continue
-        have += 1
+        have += int(not req.holdout_only or row.split == "holdout")
         if row.state != "rejected":
             known[row.name] = Path(row.stage_dir, "task", "instruction.md").read_text()
         hooks.generated(row, have, wanted)

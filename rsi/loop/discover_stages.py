@@ -21,6 +21,7 @@ from rsi.core.trial import ErrorType, TrialStatus, is_infra
 from rsi.loop.arms import ArmPlan
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.run import Progress, RunRequest, run_job
+from rsi.sandbox.base import SandboxProvider
 from rsi.store.tables import CandidateRow, TrialRow
 
 
@@ -43,9 +44,10 @@ class StageRunner:
     """Runs (or resumes) one stage's child job within what is left of the parent's trial budget."""
 
     def __init__(self, ctx: WorkspaceContext, parent: str, budget: float | None, concurrency: int,
-                 progress_for: Callable[[str], Progress], resume_hint: str) -> None:
+                 progress_for: Callable[[str], Progress], resume_hint: str, *,
+                 provider: SandboxProvider | None = None) -> None:
         self.ctx, self.parent, self.budget, self.concurrency = ctx, parent, budget, concurrency
-        self.progress_for, self.resume_hint = progress_for, resume_hint
+        self.progress_for, self.resume_hint, self.provider = progress_for, resume_hint, provider
 
     def _child(self, stage: str) -> str | None:
         for j in self.ctx.store.child_jobs(self.parent):
@@ -80,7 +82,7 @@ class StageRunner:
                          budget=remaining, arm_plans=None if child else stage.arms,
                          cells=None if child else stage.cells, phase="discover", parent_job=self.parent,
                          params={"stage": stage.name}, task_state="candidate")
-        out = run_job(self.ctx, req, self.progress_for(stage.name))
+        out = run_job(self.ctx, req, self.progress_for(stage.name), provider=self.provider)
         self.ctx.store.acquire_driver()  # run_job gave the driver lock back; the parent still writes
         stop = None
         if out.interrupted:

@@ -1,0 +1,177 @@
+"""`rsi discover` end to end on FakeSandboxProvider: every kind of broken candidate is rejected with
+its reason and evidence, valid ones in the band are admitted with a split, a budget stop resumes
+without a duplicate candidate or a re-paid trial.
+
+The generator here writes tasks whose scripts prefix sandbox paths with ${SANDBOX_ROOT:-} (so the
+host-executing fake provider can run them); the Docker test repeats the broken kinds for real.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rsi.core.discover import TaskDraft
+from rsi.core.errors import ConfigError
+from rsi.harness.agent import AGENTS, AgentContext, AgentOutcome
+from rsi.harness.builtin import NopAgent, OracleAgent
+from rsi.loop.context import WorkspaceContext
+from rsi.loop.discover import DiscoverRequest, discover
+from rsi.loop.generators import GENERATORS, GeneratorError, GenRequest
+from rsi.loop.generators.procedural import WORDS
+from rsi.sandbox.base import Sandbox
+from rsi.sandbox.fake import FakeSandboxProvider
+from rsi.store.files import load_tasks
+from tests.taskgen import R
+
+HELLO = "Create the file `/app/hello.txt` containing exactly the text `hello world` (a single trailing newline is fine)."
+WRITE = f"echo WORD > \"{R}/app/out.txt\"\n"
+TEST = (f'mkdir -p "{R}/logs/verifier"\n'
+        f'if [ "$(cat "{R}/app/out.txt" 2>/dev/null)" = ok ]; then echo 1 > "{R}/logs/verifier/reward.txt"; '
+        f'else echo 0 > "{R}/logs/verifier/reward.txt"; fi\n')
+# Which broken kind each seed makes (seed % 10), and the reason the gate must give.
+KINDS = {0: None, 1: None, 2: "nop_passed", 3: "oracle_failed", 4: "oracle_flaky", 5: "known_wrong_passed",
+         6: "over_contract", 7: "near_duplicate", 8: "generator_error", 9: "unparseable"}
+
+
+class FakeGen:
+    """Ten kinds of candidate by seed; `flaky_dir` keeps the flaky verifier's run counter on the host."""
+
+    name = "fakegen"
+    families = ("fake",)
+    max_level = 3
+    flaky_dir = Path("/tmp")
+
+    def generate(self, req: GenRequest) -> TaskDraft:
+        kind = req.seed % 10
+        if kind == 8:
+            raise ValueError("generator bug")
+        if kind == 9:
+            raise GeneratorError("the proposal lacks solve.sh", reason="unparseable")
+        test = TEST
+        if kind == 2:
+            test = f'mkdir -p "{R}/logs/verifier"; echo 1 > "{R}/logs/verifier/reward.txt"\n'
+        if kind == 4:  # passes on its first run only
+            counter = self.flaky_dir / f"flaky-{req.seed}"
+            test = (f'n=$(cat {counter} 2>/dev/null || echo 0); echo $((n+1)) > {counter}\n'
+                    f'mkdir -p "{R}/logs/verifier"; if [ "$n" = 0 ]; then echo 1; else echo 0; fi '
+                    f'> "{R}/logs/verifier/reward.txt"\n')
+        return TaskDraft(
+            generator=self.name, family="fake", difficulty=req.difficulty, seed=req.seed,
+            instruction=HELLO if kind == 7 else " ".join(random.Random(req.seed).sample(WORDS, 8))
+            + ": write ok to /app/out.txt.",
+            dockerfile="ARG BASE_IMAGE=python:3.12-slim\nFROM ${BASE_IMAGE}\nWORKDIR /app\n",
+            test_sh="#!/bin/bash\n" + test,
+            solve_sh="#!/bin/bash\n" + WRITE.replace("WORD", "no" if kind == 3 else "ok"),
+            known_wrong=["#!/bin/bash\n" + WRITE.replace("WORD", "ok" if kind == 5 else "ko")],
+            cpus=64.0 if kind == 6 else 1.0,
+        )
+
+
+class HalfAgent:
+    """Solves attempt 1 of every task and nothing else: a probe pass rate of 1/K."""
+
+    name = "half"
+
+    def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentOutcome:
+        if ctx.trial_id.endswith(".1"):
+            return OracleAgent().run(sandbox, ctx)
+        return NopAgent().run(sandbox, ctx)
+
+
+@pytest.fixture
+def ws(workspace: WorkspaceContext, tmp_path: Path) -> Iterator[WorkspaceContext]:
+    FakeGen.flaky_dir = tmp_path
+    GENERATORS.add("fakegen", FakeGen)
+    AGENTS.add("half", HalfAgent)
+    tasks = workspace.ws.tasks_dir
+    (tasks / "hello-file").mkdir(parents=True)
+    src = Path(__file__).resolve().parents[2] / "tasks" / "hello-file"
+    for p in src.rglob("*"):
+        if p.is_file():
+            (tasks / "hello-file" / p.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+            (tasks / "hello-file" / p.relative_to(src)).write_bytes(p.read_bytes())
+    yield workspace
+
+
+@pytest.fixture
+def provider(tmp_path: Path) -> Iterator[FakeSandboxProvider]:
+    p = FakeSandboxProvider(tmp_path / "fake")
+    yield p
+    assert not p.live, f"sandboxes left running: {list(p.live)}"
+
+
+def _req(**kw: object) -> DiscoverRequest:
+    base: dict[str, object] = {"n": 10, "generators": ["fakegen"], "attempts": 2, "probe_agent": "half",
+                               "concurrency": 2}
+    return DiscoverRequest(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_every_broken_kind_is_rejected_with_its_reason(ws: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    out = discover(ws, _req(), provider=provider)
+    assert not out.interrupted, out.reason
+    by_seed = {c.seed: c for c in out.candidates}
+    assert sorted(by_seed) == list(range(10))
+    for seed, reason in KINDS.items():
+        c = by_seed[seed]
+        if reason is None:
+            assert (c.state, c.probe_pass_rate, c.probe_trials) == ("admitted", 0.5, 2), (c.reason, c.detail)
+        else:
+            assert (c.state, c.reason) == ("rejected", reason), (seed, c.state, c.reason, c.detail)
+    # executed evidence: the gate's verdicts name the trials behind them
+    for seed in (2, 3, 4, 5):
+        ids = by_seed[seed].evidence
+        assert ids and all(ws.store.get_trial(i).status == "done" for i in ids)
+    assert "hello-file" in (by_seed[7].detail or "")
+    # only the admitted ones are in tasks/, each with its split and provenance; nothing rejected is
+    names = {t.name: t for t in load_tasks([ws.ws.tasks_dir])}
+    admitted = [by_seed[0], by_seed[1]]
+    assert set(names) == {"hello-file"} | {c.name for c in admitted}
+    for c in admitted:
+        t = names[c.name]
+        assert t.digest == c.task_digest and t.split == c.split
+        assert (t.spec.metadata.rsi.generator, t.spec.metadata.rsi.seed) == ("fakegen", c.seed)
+        assert not (Path(t.path) / "known_wrong").exists()
+    rows = {r.name: r for r in ws.store.task_rows()}
+    assert rows[by_seed[3].name].state == "rejected" and rows[by_seed[0].name].state == "active"
+    assert rows[by_seed[0].name].probe_pass_rate == 0.5
+
+
+def test_candidates_above_the_band_are_dropped(ws: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    out = discover(ws, _req(n=2, probe_agent="oracle"), provider=provider)
+    assert [(c.state, c.reason, c.probe_pass_rate) for c in out.candidates] == [("dropped", "above_band", 1.0)] * 2
+    assert {t.name for t in load_tasks([ws.ws.tasks_dir])} == {"hello-file"}
+
+
+def test_budget_stop_then_resume_pays_no_trial_twice(ws: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    first = discover(ws, _req(n=4, budget=5), provider=provider)
+    assert first.interrupted and "budget" in (first.reason or "")
+    job = ws.store.get_job(first.job_id)
+    assert job.status == "interrupted" and job.kind == "discover"
+    with pytest.raises(ConfigError, match="other settings \\(attempts\\)"):
+        discover(ws, _req(n=4, attempts=3, resume=first.job_id), provider=provider)
+    done = discover(ws, DiscoverRequest(resume=first.job_id, budget=100, probe_agent="half"), provider=provider)
+    assert not done.interrupted, done.reason
+    assert sorted(c.name for c in done.candidates) == sorted(c.name for c in first.candidates)
+    children = ws.store.child_jobs(first.job_id)
+    trials = [t for j in children for t in ws.store.trials(j.id)]
+    assert len(trials) == len({t.id for t in trials})
+    # seeds 0..3: two valid (oracle 2 + nop + wrong + probe 2 each), nop_passed (oracle 2 + 2), oracle_failed (2)
+    assert len(trials) == 2 * 6 + 4 + 2
+    assert [c.state for c in done.candidates].count("admitted") == 2
+
+
+def test_holdout_only_keeps_holdout_candidates(ws: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    out = discover(ws, _req(n=4, holdout_only=True), provider=provider)
+    split = [c for c in out.candidates if c.split is not None]
+    assert split and all(c.split == "holdout" for c in split)
+    admitted = [t for t in load_tasks([ws.ws.tasks_dir]) if t.name != "hello-file"]
+    assert admitted and all(t.split == "holdout" for t in admitted)
+    # the holdout's probe outcomes are recorded as holdout rows: sealed from discover, expand, update
+    probe = [t for j in ws.store.child_jobs(out.job_id) if j.params["stage"] == "probe"
+             for t in ws.store.trials(j.id)]
+    assert probe and all(t.split == "holdout" for t in probe)
+    assert ws.store.outcomes("expand", task_digests=[t.digest for t in admitted]) == []
