@@ -61,7 +61,8 @@ class Outcome:
         return len(self.covered) / len(self.tasks) if self.tasks else 0.0
 
 
-def outcome(tally: Tally, tasks: list[str], baseline: str) -> Outcome:
+def outcome(tally: Tally, tasks: list[str], baseline: str, skip: set[str] | frozenset[str] = frozenset()) -> Outcome:
+    """`skip`: tasks a config need not have run to count as swept over the split (task/infra verdicts)."""
     configs = sorted({c for c, _ in tally} | {baseline})
     front: dict[str, list[str]] = {}
     for t in tasks:
@@ -76,7 +77,7 @@ def outcome(tally: Tally, tasks: list[str], baseline: str) -> Outcome:
         regress = [t for t in sorted(base_solved) if t in runs and runs[t][1] == 0 and runs[t][0] >= 2]
         scores[c] = ConfigScore(c, len(runs), sum(1 for a, p in runs.values() if p > 0),
                                 sum(a for a, _ in runs.values()), sum(p for _, p in runs.values()),
-                                full_split=len(runs) == len(tasks), regressions=regress)
+                                full_split=all(t in runs or t in skip for t in tasks), regressions=regress)
 
     def rank(c: str) -> tuple[int, float, int]:
         s = scores[c]

@@ -1,0 +1,316 @@
+"""`rsi expand`: run the pool with the production harness, attribute each failure from executed
+evidence, and search harness-config fixes under a budget, with no weight update.
+
+One expand job (kind `expand`) runs its steps as child `run` jobs (rsi.loop.stages), each found
+again by its stage key, so a killed expand resumes without re-paying a finished trial:
+1. **preflight**: estimate the plan in the budget's unit from this generation's recorded trials;
+   refuse, naming the minimum, when the budget cannot cover the baseline;
+2. **baseline**: the generation's own config, K attempts per train task, less what finished
+   trials (same task digest, generation and config digest) already hold;
+3. **attribution controls**: oracle re-runs and a nop on each failed task (reused when recorded);
+4. **candidates**: the config's `search_space` variants and reflective proposals (contract-checked);
+5. **search** rounds (`adaptive` | `random` | `grid`, rsi.core.search) until the budget is spent
+   or nothing is left worth running; verdicts are revised after every round;
+6. **outcome** (rsi.loop.expand_outcome): coverage, best single config, the adopted config.
+The budget (limit, and spent per phase, computed from the recorded trials) is stored with the job;
+`--resume JOB --budget M` continues with a larger limit and refuses changed settings.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rsi.core.arm import Arm
+from rsi.core.budget import UNITS
+from rsi.core.errors import ConfigError, InputError
+from rsi.core.search import STRATEGIES, next_cells
+from rsi.core.task import Task
+from rsi.exec.trial import TrialEnv
+from rsi.loop.arms import ArmPlan, resolve_arms
+from rsi.loop.context import WorkspaceContext
+from rsi.loop.expand_candidates import (
+    ModelReflector,
+    Reflector,
+    candidate_plans,
+    reflective_candidates,
+    search_space_candidates,
+)
+from rsi.loop.expand_evidence import BASELINE, Pool, read_book, record_verdicts, search_state, verdicts
+from rsi.loop.expand_outcome import ExpandOutcome, Preflight, build_outcome, preflight
+from rsi.loop.run import Progress, new_job_id, tasks_fingerprint
+from rsi.loop.stages import ChildJobs, Stage
+from rsi.sandbox.base import SandboxProvider
+from rsi.store.files import load_tasks
+
+NON_POOL_STATES = ("retired", "candidate", "rejected")
+
+
+@dataclass
+class ExpandRequest:
+    budget: float | None = None  # default on a new job: 60 trials
+    unit: str = "trials"
+    generation: str | None = None
+    tasks: str | None = None  # a glob over task names
+    strategy: str = "adaptive"
+    seed: int = 0
+    attempts: int = 2  # baseline attempts per task
+    resume: str | None = None
+    concurrency: int = 2
+    proposals: int = 2  # reflective proposals to ask for
+    round_size: int = 8
+    reflector: Reflector | None = None  # default: the generation's model (None + proposals=0: none)
+    provider: SandboxProvider | None = None  # tests inject a fake
+    trial_env_hook: Callable[[TrialEnv], None] | None = None
+
+
+class ExpandHooks:
+    """What the CLI hooks into: messages, and a run_job Progress per child job."""
+
+    def message(self, text: str) -> None: ...
+
+    def stage(self, key: str) -> Progress:
+        return Progress()
+
+
+@dataclass
+class _Run:
+    ctx: WorkspaceContext
+    job_id: str
+    req: ExpandRequest
+    gen_id: str
+    base: ArmPlan
+    pool: Pool
+    runner: ChildJobs
+    hooks: ExpandHooks
+    limit: float
+    plans: dict[str, ArmPlan] = field(default_factory=dict)
+
+
+def pool_tasks(ctx: WorkspaceContext, glob: str | None) -> list[Task]:
+    """The workspace's train tasks (discovered ones included), less retired, candidate and rejected."""
+    if not ctx.ws.tasks_dir.is_dir() or not any(ctx.ws.tasks_dir.iterdir()):
+        return []
+    gone = {r.digest for s in NON_POOL_STATES for r in ctx.store.task_rows(state=s)}
+    tasks = [t for t in load_tasks([ctx.ws.tasks_dir]) if t.split == "train" and t.digest not in gone]
+    if glob:
+        tasks = [t for t in tasks if fnmatch.fnmatchcase(t.name, glob)]
+    return tasks
+
+
+def _params(req: ExpandRequest, gen: str, tasks: list[Task], base_digest: str) -> dict[str, Any]:
+    return {"generation": gen, "tasks": req.tasks, "tasks_fingerprint": tasks_fingerprint(tasks),
+            "strategy": req.strategy, "seed": req.seed, "attempts": req.attempts, "unit": req.unit,
+            "proposals": req.proposals, "config_digest": base_digest, "round_size": req.round_size}
+
+
+def _check(req: ExpandRequest) -> None:
+    if req.strategy not in STRATEGIES:
+        raise InputError("--strategy", None, f"'{req.strategy}' is not one of {', '.join(STRATEGIES)}")
+    if req.unit not in UNITS:
+        raise InputError("--unit", None, f"'{req.unit}' is not one of {', '.join(UNITS)}")
+    if req.budget is not None and req.budget <= 0:
+        raise InputError("--budget", None, "must be more than 0")
+    if req.attempts < 1:
+        raise InputError("--attempts", None, "must be at least 1")
+    if req.round_size < 1:
+        raise InputError("--round-size", None, "must be at least 1")
+
+
+def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None = None) -> ExpandOutcome:
+    """Plan (or resume) an expand job and run it; see the module docstring."""
+    t0 = time.monotonic()
+    hooks = hooks or ExpandHooks()
+    store = ctx.store
+    if req.resume:
+        job = store.get_job(req.resume)
+        if job.kind != "expand":
+            raise ConfigError(f"--resume {job.id}: that is a {job.kind} job, not an expand job")
+        p = job.params
+        asked = {"generation": req.generation, "tasks": req.tasks, "strategy": req.strategy, "seed": req.seed,
+                 "attempts": req.attempts, "unit": req.unit}
+        defaults = ExpandRequest()
+        changed = [k for k, v in asked.items() if v is not None and v != getattr(defaults, k) and v != p.get(k)]
+        if changed:
+            raise ConfigError(f"--resume {job.id}: the job ran with other settings ({', '.join(changed)}); "
+                              "start a new expand instead")
+        req = ExpandRequest(**{**req.__dict__, **{k: p[k] for k in ("tasks", "strategy", "seed", "attempts",
+                                                                     "unit", "proposals", "round_size")}})
+        gen = ctx.generation(p["generation"])
+    else:
+        gen = ctx.generation(req.generation)
+    _check(req)
+    base = resolve_arms(ctx, "harness", [gen.id], [])[0]
+    assert base.config is not None and base.arm.config_digest is not None
+    tasks = pool_tasks(ctx, req.tasks)
+    if not tasks:
+        raise InputError("--tasks", None, f"no train tasks in {ctx.ws.tasks_dir}" + (
+            f" match '{req.tasks}'" if req.tasks else ""))
+    if req.resume:
+        job = store.get_job(req.resume)
+        if job.params.get("tasks_fingerprint") != tasks_fingerprint(tasks):
+            raise ConfigError(f"--resume {job.id}: the train tasks differ from the job's (added, removed or "
+                              "edited); start a new expand instead")
+        if job.params.get("config_digest") != base.arm.config_digest:
+            raise ConfigError(f"--resume {job.id}: generation {gen.id} now runs another config")
+        job_id = job.id
+        old = store.get_budget(job_id)
+        limit = req.budget if req.budget is not None else (old.limit if old else 60.0)
+    else:
+        job_id = new_job_id().replace("job-", "exp-")
+        limit = req.budget if req.budget is not None else 60.0
+    pool = Pool(tasks=tasks, base_digest=base.arm.config_digest)
+    pre = preflight(ctx, gen.id, pool, req.attempts, req.unit, limit)
+    hooks.message(pre.describe())
+    if not req.resume and limit < pre.baseline_cost:
+        raise InputError("--budget", None, f"{limit:g} {req.unit} cannot cover the baseline "
+                                           f"({pre.baseline_cost:.6g} {req.unit}); the minimum that works is "
+                                           f"{math.ceil(pre.baseline_cost)}")
+
+    store.acquire_driver()
+    try:
+        if not req.resume:
+            store.create_job(job_id, agent="harness", generation=gen.id, harness_config_digest=base.arm.config_digest,
+                             attempts=req.attempts, concurrency=req.concurrency,
+                             task_paths=[t.path for t in tasks], tasks_fingerprint=tasks_fingerprint(tasks),
+                             trials=[], kind="expand", phase="expand",
+                             params=_params(req, gen.id, tasks, base.arm.config_digest))
+        store.claim_job(job_id)
+        runner = ChildJobs(ctx, job_id, phase="expand", budget=limit, unit=req.unit, concurrency=req.concurrency,
+                           progress_for=hooks.stage, resume_hint=f"resume with `rsi expand --resume {job_id}`",
+                           provider=req.provider, trial_env_hook=req.trial_env_hook)
+        run = _Run(ctx, job_id, req, gen.id, base, pool, runner, hooks, limit)
+        stop = _with_model(run)
+        store.set_budget_figures(job_id, req.unit, limit, runner.spent_by_part())
+        out = build_outcome(ctx, job_id, gen, base, pool, runner, pre, stop, time.monotonic() - t0)
+        if stop is None:
+            store.finish_job(job_id, "done")
+        else:
+            store.mark_job_interrupted(job_id, stop)
+        return out
+    except BaseException:
+        if store.get_job(job_id).status == "running":
+            store.mark_job_interrupted(job_id, "the run ended unexpectedly")
+        raise
+    finally:
+        store.release_driver()
+
+
+def _with_model(run: _Run) -> str | None:
+    """Run the steps with the model endpoint up for the whole job (children and the proposer share it)."""
+    cfg = run.base.config
+    assert cfg is not None
+    from rsi.models.embedded import ensure_server
+
+    run.ctx.ws.logs_dir.mkdir(parents=True, exist_ok=True)
+    with ensure_server(cfg.model.endpoint, log_path=run.ctx.ws.logs_dir / "model-server.log") as (url, _):
+        if run.req.reflector is None and run.req.proposals > 0:
+            run.req.reflector = ModelReflector(base_url=url, model=run.base.generation.serve_name())
+        return _steps(run)
+
+
+def _sync(run: _Run) -> None:
+    run.ctx.store.set_budget_figures(run.job_id, run.req.unit, run.limit, run.runner.spent_by_part())
+
+
+def _steps(run: _Run) -> str | None:
+    ctx, req, pool, gen_id = run.ctx, run.req, run.pool, run.gen_id
+    dirs = [Path(t.path) for t in pool.tasks]
+    # 2. baseline, reusing finished trials
+    book = read_book(ctx, gen_id, pool)
+    cells = [(t.name, run.base.arm.id, req.attempts - len(book.counted(BASELINE, t.name)))
+             for t in pool.tasks]
+    res = run.runner.run(Stage("baseline", [run.base], [c for c in cells if c[2] > 0], dirs, part="baseline"))
+    _sync(run)
+    if res.stop:
+        return res.stop
+    # 3. attribution controls on failed tasks
+    book = read_book(ctx, gen_id, pool)
+    runs = ctx.contract.attribution.oracle_reruns
+    failed = [t for t in pool.tasks if book.counted(BASELINE, t.name)
+              and not any(r.passed for r in book.counted(BASELINE, t.name))]
+    gen = run.base.generation
+    oracle = ArmPlan(Arm(agent="oracle", generation=gen_id), gen)
+    nop = ArmPlan(Arm(agent="nop", generation=gen_id), gen)
+    ccells = []
+    for t in failed:
+        o = runs - sum(1 for r in book.oracle.get(t.name, []) if not _infra(r))
+        n = 1 - sum(1 for r in book.nop.get(t.name, []) if not _infra(r))
+        ccells += [(t.name, oracle.arm.id, o)] if o > 0 else []
+        ccells += [(t.name, nop.arm.id, n)] if n > 0 else []
+    res = run.runner.run(Stage("attribution", [oracle, nop], ccells, [d for d, t in zip(dirs, pool.tasks, strict=True)
+                                                                         if t in failed], part="attribution"))
+    _sync(run)
+    found = verdicts(read_book(ctx, gen_id, pool), pool, ctx.contract.attribution.config_probes)
+    record_verdicts(ctx, gen_id, pool, found)
+    if res.stop:
+        return res.stop
+    # 4. candidates
+    cfg = run.base.config
+    assert cfg is not None
+    search_space_candidates(ctx, run.job_id, cfg, pool.base_digest)
+    model_failed = [t for t in failed if found.get(t.name) is not None and found[t.name].kind == "model"]
+    failures = []
+    for t in model_failed:
+        rows = [r for r in book.counted(BASELINE, t.name) if not r.passed]
+        if rows:
+            failures.append((rows[0], t.instruction))
+    reflective_candidates(ctx, run.job_id, cfg, pool.base_digest, failures, req.proposals, req.reflector, req.seed)
+    run.plans = candidate_plans(ctx, run.job_id, gen)
+    pool.labels = {p.arm.config_digest or "": label for label, p in run.plans.items()}
+    run.hooks.message(f"{len(run.plans)} candidate config(s): " + ", ".join(run.plans) if run.plans
+                      else "no candidate configs (empty search_space, no usable proposal)")
+    return _search(run, dirs)
+
+
+def _infra(row: Any) -> bool:
+    from rsi.core.trial import is_infra
+
+    return is_infra(row.error_type)
+
+
+def _search(run: _Run, dirs: list[Any]) -> str | None:
+    ctx, req, pool = run.ctx, run.req, run.pool
+    r = 0
+    while True:
+        key = f"search-{r:03d}"
+        existing = run.runner.child(key)
+        if existing is None:
+            book = read_book(ctx, run.gen_id, pool)
+            found = verdicts(book, pool, ctx.contract.attribution.config_probes)
+            state = search_state(book, pool, found)
+            left = run.runner.remaining()
+            n = req.round_size
+            if left is not None and req.unit == "trials":
+                n = min(n, int(left))
+            if n <= 0:
+                return (f"budget spent ({run.limit:g} {req.unit}); "
+                        f"continue with `rsi expand --resume {run.job_id} --budget N`")
+            cells = next_cells(req.strategy, state, n, req.seed, r)
+            if not cells:
+                return None
+            merged: dict[tuple[str, str], int] = {}
+            for cand, task, a in cells:
+                merged[(task, run.plans[cand].arm.id)] = merged.get((task, run.plans[cand].arm.id), 0) + a
+            stage = Stage(key, list(run.plans.values()), [(t, arm, a) for (t, arm), a in merged.items()], dirs,
+                          part="search", extra={"round": r})
+        else:
+            stage = Stage(key, [], [], dirs, part="search")
+        res = run.runner.run(stage)
+        _sync(run)
+        book = read_book(ctx, run.gen_id, pool)
+        record_verdicts(ctx, run.gen_id, pool, verdicts(book, pool, ctx.contract.attribution.config_probes))
+        for label in run.plans:
+            solved = [t for t in pool.names if any(x.passed for x in book.counted(label, t))]
+            ctx.store.update_search_candidate(run.job_id, label, solved=solved)
+        if res.stop:
+            return res.stop
+        r += 1
+
+
+__all__ = ["ExpandHooks", "ExpandOutcome", "ExpandRequest", "Preflight", "expand", "pool_tasks"]

@@ -1,0 +1,122 @@
+"""Expansion's evidence: what the store holds for the pool under a generation, read behind the
+holdout seal (reader `expand`), turned into verdicts, the search state and the outcome.
+
+Evidence is every finished trial of the pool's tasks (by digest) under the generation, from any
+job: a trial an earlier job finished is reused, never re-paid. Infra trials are kept as evidence
+of infra but never count towards a rate.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from rsi.core.attribution import Evidence, Verdict, attribute
+from rsi.core.pareto import Outcome, outcome
+from rsi.core.search import SearchState
+from rsi.core.task import Task
+from rsi.core.trial import is_infra
+from rsi.loop.context import WorkspaceContext
+from rsi.store.tables import TrialRow
+
+BASELINE = "baseline"
+
+
+@dataclass
+class Pool:
+    tasks: list[Task]
+    base_digest: str
+    labels: dict[str, str] = field(default_factory=dict)  # candidate config digest -> label
+
+    @property
+    def names(self) -> list[str]:
+        return [t.name for t in self.tasks]
+
+
+@dataclass
+class Book:
+    """The pool's evidence, grouped: harness trials per (config label, task), oracle and nop per task."""
+
+    harness: dict[tuple[str, str], list[TrialRow]] = field(default_factory=lambda: defaultdict(list))
+    oracle: dict[str, list[TrialRow]] = field(default_factory=lambda: defaultdict(list))
+    nop: dict[str, list[TrialRow]] = field(default_factory=lambda: defaultdict(list))
+
+    def counted(self, label: str, task: str) -> list[TrialRow]:
+        return [t for t in self.harness.get((label, task), []) if not is_infra(t.error_type)]
+
+    def tally(self) -> dict[tuple[str, str], tuple[int, int]]:
+        out = {}
+        for key in self.harness:
+            c = self.counted(*key)
+            if c:
+                out[key] = (len(c), sum(t.passed for t in c))
+        return out
+
+
+def read_book(ctx: WorkspaceContext, gen: str, pool: Pool) -> Book:
+    digests = [t.digest for t in pool.tasks]
+    name_of = {t.digest: t.name for t in pool.tasks}
+    book = Book()
+    for row in ctx.store.outcomes("expand", generation=gen, task_digests=digests):
+        task = name_of[row.task_digest]
+        if row.agent == "oracle":
+            book.oracle[task].append(row)
+        elif row.agent == "nop":
+            book.nop[task].append(row)
+        elif row.agent == "harness":
+            if row.harness_config_digest == pool.base_digest:
+                book.harness[(BASELINE, task)].append(row)
+            elif row.harness_config_digest in pool.labels:
+                book.harness[(pool.labels[row.harness_config_digest], task)].append(row)
+    return book
+
+
+def _ev(rows: list[TrialRow], variant: str | None = None) -> list[Evidence]:
+    return [Evidence(trial_id=t.id, agent=t.agent, passed=bool(t.passed), infra=is_infra(t.error_type),
+                     config_digest=t.harness_config_digest, variant=variant) for t in rows]
+
+
+def verdicts(book: Book, pool: Pool, config_probes: int) -> dict[str, Verdict]:
+    out: dict[str, Verdict] = {}
+    for name in pool.names:
+        variants = [e for label in pool.labels.values() for e in _ev(book.harness.get((label, name), []), label)]
+        v = attribute(_ev(book.harness.get((BASELINE, name), [])), _ev(book.oracle.get(name, [])),
+                      _ev(book.nop.get(name, [])), variants, config_probes=config_probes)
+        if v is not None:
+            out[name] = v
+    return out
+
+
+def record_verdicts(ctx: WorkspaceContext, gen: str, pool: Pool, found: dict[str, Verdict]) -> None:
+    by_name = {t.name: t for t in pool.tasks}
+    for name, v in found.items():
+        t = by_name[name]
+        ctx.store.upsert_attribution(task_digest=t.digest, task_name=name, generation=gen, kind=v.kind,  # type: ignore[arg-type]
+                                     confidence=v.confidence, evidence=v.evidence, reason=v.reason,
+                                     variant=v.variant)
+
+
+def base_solved(book: Book, pool: Pool) -> set[str]:
+    return {n for n in pool.names if any(t.passed for t in book.counted(BASELINE, n))}
+
+
+def search_state(book: Book, pool: Pool, found: dict[str, Verdict]) -> SearchState:
+    state = SearchState(candidates=list(pool.labels.values()), tasks=pool.names,
+                        base_solved=base_solved(book, pool),
+                        excluded={n for n, v in found.items() if v.kind in ("task", "infra")})
+    for (label, task), rows in book.harness.items():
+        if label == BASELINE:
+            continue
+        for t in rows:
+            if not is_infra(t.error_type):
+                state.add(label, task, bool(t.passed))
+    return state
+
+
+def search_outcome(book: Book, pool: Pool, found: dict[str, Verdict]) -> Outcome:
+    skip = {n for n, v in found.items() if v.kind in ("task", "infra")}
+    return outcome(book.tally(), pool.names, BASELINE, skip)
+
+
+__all__ = ["BASELINE", "Book", "Pool", "base_solved", "read_book", "record_verdicts", "search_outcome",
+           "search_state", "verdicts"]

@@ -1,0 +1,178 @@
+"""`rsi expand` on FakeSandboxProvider and the deterministic policy server (benchmarks/policy_server.py).
+
+Each task names the harness-config values under which the policy solves it, so every verdict,
+the coverage and the adopted config are known in advance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks.policy_server import CONFIG, Policy, rule_for, serve
+from rsi.core.errors import ConfigError, InputError
+from rsi.exec.trial import TrialEnv
+from rsi.loop.context import WorkspaceContext
+from rsi.loop.expand import ExpandRequest, expand
+from rsi.loop.init import init_workspace
+from rsi.sandbox.fake import FakeSandboxProvider
+from rsi.store.tables import JobRow
+from tests.taskgen import make_task
+
+RULES = {"easy": {}, "cold": rule_for({"temperature": 0.2}), "long": rule_for({"turns": 8}),
+         "never": None, "broken": None}
+
+
+class ScriptedReflector:
+    def __init__(self, answers: list[str]) -> None:
+        self.answers, self.prompts = answers, []  # type: list[str]
+
+    def propose(self, prompt: str, seed: int) -> str:
+        self.prompts.append(prompt)
+        return self.answers[len(self.prompts) - 1] if len(self.prompts) <= len(self.answers) else "{}"
+
+
+def _fast(env: TrialEnv) -> None:
+    env.retry_wait_initial = 0.01
+
+
+@pytest.fixture
+def policy() -> Iterator[tuple[Policy, str]]:
+    p = Policy(rules=dict(RULES))
+    with serve(p) as url:
+        yield p, url
+
+
+@pytest.fixture
+def ctx(tmp_path: Path, policy: tuple[Policy, str]) -> Iterator[WorkspaceContext]:
+    root = tmp_path / "ws"
+    (root / "harness_configs").mkdir(parents=True)
+    (root / "harness_configs" / "default.yaml").write_text(CONFIG.format(endpoint=policy[1]))
+    init_workspace(root, starter_tasks=False)
+    for name in RULES:  # `broken`: the reference solution writes the wrong answer, so the task is to blame
+        if name == "broken":
+            make_task(root / "tasks", name, solve='echo no > "${SANDBOX_ROOT:-}/app/out.txt"\n')
+        else:
+            make_task(root / "tasks", name)
+    c = WorkspaceContext.open(root)
+    yield c
+    c.store.close()
+
+
+@pytest.fixture
+def provider(tmp_path: Path) -> Iterator[FakeSandboxProvider]:
+    p = FakeSandboxProvider(tmp_path / "fake")
+    yield p
+    assert not p.live, f"sandboxes left running: {list(p.live)}"
+
+
+def _req(provider: FakeSandboxProvider, **kw: object) -> ExpandRequest:
+    base: dict[str, object] = {"budget": 60, "attempts": 1, "concurrency": 2, "proposals": 0, "provider": provider,
+                               "trial_env_hook": _fast}
+    return ExpandRequest(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_expand_attributes_searches_and_adopts(ctx: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    out = expand(ctx, _req(provider))
+    assert not out.interrupted, out.reason
+    kinds = {a.task_name: (a.kind, a.variant) for a in ctx.store.attributions("gen-0000")}
+    assert kinds["broken"][0] == "task"
+    assert kinds["cold"] == ("config", "sampling.temperature=0.2")
+    assert kinds["long"] == ("config", "loop.max_turns=8")
+    assert kinds["never"][0] == "model" and "easy" not in kinds
+    never = next(a for a in ctx.store.attributions("gen-0000") if a.task_name == "never")
+    assert never.confidence > 0.9 and len(never.evidence) >= 3  # oracle x2, nop, baseline, every variant
+    assert out.baseline.tasks_solved == 1 and out.coverage["solved"] == 3 and out.tasks == 5
+    # no single variant solves both cold and long: the best single config solves 2 of 5
+    assert out.best.tasks_solved == 2 and out.best.full_split
+    assert out.adopted["label"] in {"sampling.temperature=0.2", "loop.max_turns=8"}
+    path = Path(out.adopted["path"])
+    assert path.is_file() and out.adopted["digest"] in path.read_text()
+    assert [d["path"] for d in out.adopted["diff"]] in (["sampling.temperature"], ["loop.max_turns"])
+    assert out.front["cold"] == ["sampling.temperature=0.2"] and out.front["never"] == []
+    # the budget's figures are the trials actually recorded
+    assert out.budget["spent"]["all"] == out.trials
+    assert out.best.ci[0] < out.best.rate < out.best.ci[1]
+
+
+def test_preflight_refuses_a_budget_below_the_baseline(ctx: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    with pytest.raises(InputError, match="minimum that works is 10"):
+        expand(ctx, _req(provider, budget=5, attempts=2))
+    assert not [j for j in ctx.store.list_jobs() if j.kind == "expand"]
+
+
+def test_baseline_reuses_finished_trials(ctx: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    first = expand(ctx, _req(provider, budget=5))  # the baseline only (5 tasks x 1)
+    assert first.interrupted and first.trials == 5
+    second = expand(ctx, _req(provider, budget=30))
+    assert second.baseline.attempts == 5
+    children = ctx.store.child_jobs(second.job_id)
+    base = [t for j in children if j.params["stage"] == "baseline" for t in ctx.store.trials(j.id)]
+    assert base == [], "the baseline was paid twice"
+
+
+def test_budget_stop_then_resume_with_more(ctx: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    out = expand(ctx, _req(provider, budget=12))
+    assert out.interrupted and "budget" in (out.reason or "")
+    assert out.budget["spent"]["all"] == out.trials <= 12
+    with pytest.raises(ConfigError, match="other settings"):
+        expand(ctx, _req(provider, resume=out.job_id, strategy="random"))
+    again = expand(ctx, _req(provider, resume=out.job_id, budget=60))
+    assert not again.interrupted and again.coverage["solved"] == 3
+    ids = [t.id for j in ctx.store.child_jobs(out.job_id) for t in ctx.store.trials(j.id)]
+    assert len(ids) == len(set(ids)) and again.budget["spent"]["all"] == again.trials
+
+
+def test_resume_after_kill_records_every_trial_once(ctx: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    out = expand(ctx, _req(provider, budget=14))
+    # what a kill -9 leaves: the expand job 'running' with no owner
+    with ctx.store.session() as s:
+        job = s.get(JobRow, out.job_id)
+        job.status, job.owner_pid = "running", None
+        s.add(job)
+        s.commit()
+    again = expand(ctx, _req(provider, resume=out.job_id, budget=60))
+    assert not again.interrupted
+    trials = [t for j in ctx.store.child_jobs(out.job_id) for t in ctx.store.trials(j.id)]
+    assert all(t.status == "done" for t in trials)
+    assert again.budget["spent"]["all"] == len(trials) == again.trials
+
+
+def test_reflective_proposals_are_checked_and_refusals_recorded(
+    ctx: WorkspaceContext, provider: FakeSandboxProvider
+) -> None:
+    r = ScriptedReflector(["```yaml\nloop.max_turns: 99\n```", "sampling:\n  temperature: 0.2\n", "not: [yaml"])
+    out = expand(ctx, _req(provider, proposals=3, reflector=r))
+    rows = {c.label: c for c in ctx.store.search_candidates(out.job_id) if c.origin == "reflection"}
+    refused = [c for c in rows.values() if c.state == "refused"]
+    assert any("max_turns" in (c.reason or "") for c in refused), [c.reason for c in refused]
+    assert len(r.prompts) == 3 and "Task " in r.prompts[0]
+    ok = [c for c in rows.values() if c.state != "refused"]
+    assert ok and ok[0].config_digest is not None
+    assert {c.origin for c in ctx.store.search_candidates(out.job_id)} == {"search_space", "reflection"}
+    # a refused proposal never ran a trial
+    variants = {t.variant for j in ctx.store.child_jobs(out.job_id) for t in ctx.store.trials(j.id)}
+    assert not any(c.label in variants for c in refused)
+
+
+def test_endpoint_errors_are_infra_never_a_verdict(
+    ctx: WorkspaceContext, provider: FakeSandboxProvider, policy: tuple[Policy, str]
+) -> None:
+    policy[0].faults = [500] * 400  # the endpoint is down for the whole first run
+    out = expand(ctx, _req(provider, budget=20))
+    kinds = {a.kind for a in ctx.store.attributions("gen-0000")}
+    assert kinds <= {"infra", "task"}, kinds  # never model/config from failed calls
+    assert out.budget["spent"]["all"] <= out.trials
+    policy[0].faults = []
+    again = expand(ctx, _req(provider, resume=out.job_id, budget=60))
+    kinds2 = {a.task_name: a.kind for a in ctx.store.attributions("gen-0000")}
+    assert kinds2["cold"] == "config" and kinds2["never"] == "model", (again.reason, kinds2)
+
+
+def test_adopted_config_loads_back(ctx: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    out = expand(ctx, _req(provider))
+    data = yaml.safe_load(Path(out.adopted["path"]).read_text())
+    assert data["name"] == out.adopted["name"] != "policy"
