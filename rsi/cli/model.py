@@ -54,7 +54,13 @@ def serve(
         typer.Option("--adapter", help="Load a PEFT LoRA adapter at start, as NAME=PATH (repeatable)."),
     ] = None,
     served_model_name: Annotated[str | None, typer.Option(help="Id to serve the base model under.")] = None,
-    dtype: Annotated[str, typer.Option(help="auto (bfloat16 where the CPU has it), float32 or bfloat16.")] = "auto",
+    dtype: Annotated[
+        str,
+        typer.Option(
+            help="auto (float32), float32 or bfloat16 (faster where the CPU has it, but cached and "
+            "uncached prefills then differ by rounding)."
+        ),
+    ] = "auto",
     max_batch: Annotated[
         int | None,
         typer.Option(

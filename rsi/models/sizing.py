@@ -80,6 +80,12 @@ class ServerSizing:
         d["overrides"] = list(self.overrides)
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ServerSizing:
+        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        known["overrides"] = tuple(known.get("overrides") or ())
+        return cls(**known)
+
     def summary(self) -> str:
         cache = f"{self.prefix_cache_bytes // MIB} MiB" if self.prefix_cache_bytes else "off"
         by_hand = f"; set by hand: {', '.join(self.overrides)}" if self.overrides else ""

@@ -36,4 +36,9 @@ def test_doctor_in_a_new_workspace(tmp_path: Path) -> None:
     checks = {c["name"]: c for c in json.loads(r.stdout)}
     assert checks["database"]["ok"] and checks["base image"]["ok"] and checks["docker daemon"]["ok"]
     assert not checks["model endpoint"]["ok"] and checks["model endpoint"]["fix"] == "rsi model serve"
+    # what the embedded server would run with on this machine, and an override shows as one
+    r2 = doctor(ws, RSI_MODEL_PORT="9", RSI_MODEL_PREFIX_CACHE_MB="32")
+    sizing = {c["name"]: c for c in json.loads(r2.stdout)}["model server"]
+    assert sizing["ok"] and sizing["detail"].startswith("would run with")
+    assert "prefix cache 32 MiB" in sizing["detail"] and "set by hand: prefix_cache_mb" in sizing["detail"]
     assert r.returncode == 1

@@ -6,6 +6,7 @@ One server per module, started from an unrelated cwd the way a user would; one m
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -64,21 +65,24 @@ def client(server: str) -> Iterator[ChatClient]:
         yield c
 
 
-@pytest.fixture(scope="module")
-def random_adapter(server: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def make_random_adapter(out: Path, seed: int = 0) -> Path:
     """A rank-4 LoRA on q_proj/v_proj with random (non-zero) weights, saved as a PEFT directory."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoConfig, AutoModelForCausalLM
 
     model_dir = next((cache_dir() / "models").glob(f"{DEFAULT_MODEL_ID}-*/config.json")).parent
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     base = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir))
     cfg = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
-    out = tmp_path_factory.mktemp("adapter") / "lora"
     get_peft_model(base, cfg).save_pretrained(str(out))
     assert (out / "adapter_config.json").is_file() and (out / "adapter_model.safetensors").is_file()
     return out
+
+
+@pytest.fixture(scope="module")
+def random_adapter(server: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_random_adapter(tmp_path_factory.mktemp("adapter") / "lora")
 
 
 def test_models_lists_the_base(client: ChatClient) -> None:
@@ -202,3 +206,60 @@ def test_ensure_server_never_starts_a_remote_endpoint() -> None:
         assert (url, started) == ("http://127.0.0.1:9/v1", False)
         with ChatClient(url, max_attempts=1) as c:
             assert not c.healthy(), "something was started for a non-embedded endpoint"
+
+
+def _sse(url: str, body: dict) -> tuple[str, str | None, dict | None]:  # type: ignore[type-arg]
+    """(joined content, finish_reason, usage) of one streamed completion."""
+    text, finish, usage = "", None, None
+    with httpx.stream("POST", url, json={**body, "stream": True, "stream_options": {"include_usage": True}},
+                      timeout=300) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        for line in r.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            if line == "data: [DONE]":
+                break
+            chunk = json.loads(line[len("data: "):])
+            assert chunk["object"] == "chat.completion.chunk"
+            for choice in chunk["choices"]:
+                text += choice["delta"].get("content") or ""
+                finish = choice.get("finish_reason") or finish
+            usage = chunk.get("usage") or usage
+    return text, finish, usage
+
+
+def test_streaming_sends_the_same_text_as_non_streaming(server: str) -> None:
+    url = f"{server}/chat/completions"
+    for extra in ({}, {"stop": ["\n```\n", "."]}):
+        body = {"model": DEFAULT_MODEL_ID, "messages": Q, "max_tokens": 24, "temperature": 0, **extra}
+        plain = httpx.post(url, json=body, timeout=300).json()
+        text, finish, usage = _sse(url, body)
+        choice = plain["choices"][0]
+        assert text == choice["message"]["content"] and finish == choice["finish_reason"]
+        assert usage is not None and usage["completion_tokens"] == plain["usage"]["completion_tokens"]
+
+
+def test_usage_reports_the_prompt_tokens_the_prefix_cache_supplied(client: ChatClient) -> None:
+    msgs = [{"role": "system", "content": "You answer briefly."}, {"role": "user", "content": "Name a fruit."}]
+    first = client.chat(DEFAULT_MODEL_ID, msgs, max_tokens=12)
+    turn2 = [*msgs, {"role": "assistant", "content": first.content}, {"role": "user", "content": "Another one."}]
+    second = client.chat(DEFAULT_MODEL_ID, turn2, max_tokens=12)
+    assert second.usage.cached_tokens > 0.5 * second.usage.prompt_tokens
+    assert second.raw["usage"]["prompt_tokens_details"]["cached_tokens"] == second.usage.cached_tokens
+
+
+def test_an_abandoned_request_frees_the_engine_at_once(server: str) -> None:
+    """The client gives up on a long generation; the next request is answered at once (on the
+    http.server engine it waited for all 3000 tokens, minutes on a CPU)."""
+    url = f"{server}/chat/completions"
+    count = [{"role": "user", "content": "Count from 1 to 5000, one number per line."}]
+    long = {"model": DEFAULT_MODEL_ID, "messages": count, "max_tokens": 3000, "temperature": 0}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(url, json=long, timeout=httpx.Timeout(2.0, connect=10.0))
+    with httpx.stream("POST", url, json={**long, "stream": True}, timeout=60) as r:  # a stream dropped early
+        next(r.iter_lines())
+    t0 = time.monotonic()
+    quick = httpx.post(url, json={"model": DEFAULT_MODEL_ID, "messages": Q, "max_tokens": 4}, timeout=120)
+    assert quick.status_code == 200 and time.monotonic() - t0 < 30
+    health = httpx.get(server.removesuffix("/v1") + "/health", timeout=10).json()
+    assert health["running"] == 0 and health["queued"] == 0 and health["sizing"]["max_queue"] >= 1

@@ -280,3 +280,22 @@ def test_cache_dir_follows_rsi_cache_dir_then_xdg(monkeypatch: pytest.MonkeyPatc
     assert cache_dir() == tmp_path / "xdg" / "rsi"
     monkeypatch.setenv("RSI_CACHE_DIR", str(tmp_path / "c"))
     assert cache_dir() == tmp_path / "c"
+
+
+def test_server_info_reads_the_embedded_servers_health_and_tolerates_others() -> None:
+    info = {"status": "ok", "sizing": {"threads": 1}, "prefix_cache": {"hits": 3}}
+    answers = {
+        "embedded": httpx.Response(200, json=info),
+        "vllm": httpx.Response(200, content=b""),
+        "down": httpx.Response(500, json={"error": "x"}),
+    }
+    for kind, want in (("embedded", info), ("vllm", {}), ("down", {})):
+        seen: list[str] = []
+
+        def handler(r: httpx.Request, a: httpx.Response = answers[kind], seen: list[str] = seen) -> httpx.Response:
+            seen.append(r.url.path)
+            return a
+
+        with ChatClient("http://m.test/v1", transport=httpx.MockTransport(handler)) as c:
+            assert c.server_info() == want
+        assert seen == ["/health"]

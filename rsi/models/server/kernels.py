@@ -20,6 +20,8 @@ from torch import nn
 class Int8DynamicLinear(nn.Linear):
     """An nn.Linear whose forward runs PyTorch's dynamic int8 kernel (per-channel weight scales)."""
 
+    _q: Any
+
     def __init__(self, base: nn.Linear) -> None:
         nn.Module.__init__(self)
         self.in_features, self.out_features = base.in_features, base.out_features
@@ -35,7 +37,9 @@ class Int8DynamicLinear(nn.Linear):
             if base.bias is not None:
                 shadow.bias = nn.Parameter(base.bias.detach().float().clone(), requires_grad=False)
             shadow.qconfig = per_channel_dynamic_qconfig  # type: ignore[assignment]
-            self._q = QLinear.from_float(shadow)
+            # kept outside the module tree: PEFT loads adapter weights with load_state_dict, and the
+            # quantized module's loader insists on its own keys
+            object.__setattr__(self, "_q", QLinear.from_float(shadow))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._q(x.float()).to(x.dtype)

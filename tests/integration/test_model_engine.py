@@ -1,0 +1,146 @@
+"""The embedded engine in-process on the real SmolLM2: the prefix cache keeps greedy answers, never
+crosses adapters, stays within its byte budget; streaming sends the same text; int8 kernels keep
+PEFT adapters serving."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from rsi.models.server.engine import Engine, GenRequest
+
+pytestmark = [pytest.mark.model, pytest.mark.timeout(900)]
+
+SYSTEM = (
+    "You are a shell agent working in a Linux sandbox. Each turn, reply with exactly one bash command "
+    "in a ```bash block. You will see its output. When the task is done, reply DONE."
+)
+TASKS = [
+    "Task: Write the number of lines in /app/data.csv to /app/count.txt.",
+    "Task: Create a directory /app/out and copy every .log file from /var/log into it.",
+    "Task: Print the largest file under /app.",
+]
+BUDGET_MB = 16
+
+
+@pytest.fixture(scope="module")
+def engine(model_ready: None) -> Iterator[Engine]:
+    from rsi.models.server.engine import Engine
+    from rsi.models.sizing import size_server
+
+    eng = Engine(sizing=size_server(max_batch=1, prefix_cache_mb=BUDGET_MB, env={}))
+    yield eng
+    eng.close()
+
+
+def _req(engine: Engine, messages: list[dict[str, Any]], **kw: Any) -> GenRequest:
+    from rsi.models.server.engine import GenRequest
+
+    kw.setdefault("max_tokens", 40)
+    return GenRequest(model=kw.pop("model", engine.model_id), messages=messages, **kw)
+
+
+def _two_turns(engine: Engine, task: str, model: str | None = None) -> list[dict[str, Any]]:
+    """Turn 1 of a conversation, answered, plus an observation: turn 2's messages."""
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task}]
+    first = engine.generate(_req(engine, msgs, model=model or engine.model_id))
+    return [*msgs, {"role": "assistant", "content": first.text}, {"role": "user", "content": "ok\n[exit code 0]"}]
+
+
+def test_cached_and_uncached_greedy_answers_are_identical(engine: Engine) -> None:
+    eng = engine
+    for task in TASKS:
+        eng.prefix_cache.clear()
+        turn2 = _two_turns(eng, task)
+        cached = eng.generate(_req(eng, turn2))
+        assert cached.cached_tokens > 0.6 * cached.prompt_tokens, "turn 2 did not reuse turn 1's KV"
+        eng.prefix_cache.clear()
+        cold = eng.generate(_req(eng, turn2))
+        assert cold.cached_tokens == 0
+        assert cached.completion_ids == cold.completion_ids, task
+
+
+def test_the_cache_stays_within_its_byte_budget(engine: Engine) -> None:
+    cache = engine.prefix_cache
+    cache.clear()
+    before = cache.stats.evictions
+    for i in range(6):
+        msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"{TASKS[i % 3]} Attempt {i}. " * 2}]
+        engine.generate(_req(engine, msgs, max_tokens=24))
+        assert 0 < cache.nbytes <= BUDGET_MB << 20
+    assert cache.stats.evictions > before, "six long prompts should not all fit in the budget"
+
+
+def test_adapter_requests_never_reuse_another_adapters_kv(engine: Engine, tmp_path: Path) -> None:
+    from tests.integration.test_model_server import make_random_adapter
+
+    eng = engine
+    a = make_random_adapter(tmp_path / "a", seed=1)
+    b = make_random_adapter(tmp_path / "b", seed=2)
+    eng.load_adapter("iso-a", str(a))
+    eng.load_adapter("iso-b", str(b))
+    try:
+        eng.prefix_cache.clear()
+        turn2 = _two_turns(eng, TASKS[0], model="iso-a")
+        on_a = eng.generate(_req(eng, turn2, model="iso-a"))
+        assert on_a.cached_tokens > 0
+        for other in ("iso-b", eng.model_id):
+            res = eng.generate(_req(eng, turn2, model=other))
+            assert res.cached_tokens == 0, f"{other} reused iso-a's KV"
+        # and B's answer is B's own: the same as B computes with an empty cache
+        again_b = eng.generate(_req(eng, turn2, model="iso-b"))
+        eng.prefix_cache.clear()
+        cold_b = eng.generate(_req(eng, turn2, model="iso-b"))
+        assert again_b.completion_ids == cold_b.completion_ids and cold_b.completion_ids != on_a.completion_ids
+        # a name unloaded and loaded again with other weights starts with no KV
+        eng.unload_adapter("iso-a")
+        eng.load_adapter("iso-a", str(b))
+        assert eng.generate(_req(eng, turn2, model="iso-a")).cached_tokens == 0
+    finally:
+        for name in ("iso-a", "iso-b"):
+            if name in eng.adapters:
+                eng.unload_adapter(name)
+
+
+def test_streamed_deltas_join_to_the_answer(engine: Engine) -> None:
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASKS[1]}]
+    plain = engine.generate(_req(engine, msgs, stop=["\n```\n"]))
+    deltas: list[str] = []
+    job = engine.submit(_req(engine, msgs, stop=["\n```\n"]), on_delta=deltas.append)
+    streamed = job.wait(300)
+    assert "".join(deltas) == streamed.text == plain.text
+
+
+def test_a_cancelled_request_leaves_the_engine_at_once(engine: Engine) -> None:
+    import time
+
+    long = [{"role": "user", "content": "Count from 1 to 5000, one number per line."}]
+    job = engine.submit(_req(engine, long, max_tokens=2000))
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    job.cancel()
+    quick = engine.generate(_req(engine, [{"role": "user", "content": "Hi"}], max_tokens=2), timeout=60)
+    assert quick.completion_tokens >= 1 and time.monotonic() - t0 < 15
+    assert job.done.is_set() and job.error is not None and "cancelled" in str(job.error)
+
+
+def test_int8_kernels_still_serve_a_peft_adapter(model_ready: None, tmp_path: Path) -> None:
+    from rsi.models.server.engine import Engine
+    from rsi.models.sizing import size_server
+    from tests.integration.test_model_server import make_random_adapter
+
+    eng = Engine(sizing=size_server(max_batch=1, prefix_cache_mb=0, kernels="int8", env={}))
+    try:
+        assert eng.kernels == "int8"
+        msgs = [{"role": "user", "content": "Name three colours."}]
+        base = eng.generate(_req(eng, msgs, max_tokens=12))
+        eng.load_adapter("q-a", str(make_random_adapter(tmp_path / "a", seed=1)))
+        lora = eng.generate(_req(eng, msgs, model="q-a", max_tokens=12))
+        assert base.text and lora.text and lora.completion_ids != base.completion_ids
+        assert eng.generate(_req(eng, msgs, max_tokens=12)).completion_ids == base.completion_ids
+    finally:
+        eng.close()
