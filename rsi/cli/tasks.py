@@ -44,7 +44,7 @@ def list_(
             raise InputError("--split", None, f"'{split}' is not one of train, holdout")
         tasks = load_tasks(_paths(ctx, paths))
         db = _task_rows(ctx)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for t in tasks:
             r = db.get(t.digest)
             meta = t.spec.metadata.rsi
@@ -67,8 +67,8 @@ def list_(
         table.add_column(c)
     for r in rows:
         rate = "-" if r["probe_pass_rate"] is None else f"{r['probe_pass_rate']:.2f} ({r['probe_trials']})"
-        table.add_row(r["name"], r["family"], r["split"], str(r["difficulty"]), r["state"], r["generator"] or "-",
-                      rate, r["digest"][:12])
+        table.add_row(str(r["name"]), str(r["family"]), str(r["split"]), str(r["difficulty"]), str(r["state"]),
+                      str(r["generator"] or "-"), rate, str(r["digest"])[:12])
     console.print(table)
 
 

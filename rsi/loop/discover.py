@@ -19,6 +19,8 @@ without re-paying a finished trial; candidates are one row per (job, name), so n
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,8 +42,8 @@ from rsi.loop.context import WorkspaceContext
 from rsi.loop.discover_stages import Stage, StageRunner, evaluate_controls, evaluate_oracle, evaluate_probe
 from rsi.loop.generators import GENERATORS, GeneratorError, GenRequest, PoolTask, Proposer, load_generators
 from rsi.loop.run import Progress, new_job_id
-from rsi.store.files import load_task, load_tasks, write_atomic
 from rsi.sandbox.base import SandboxProvider
+from rsi.store.files import load_task, load_tasks, write_atomic
 from rsi.store.tables import CandidateRow
 
 PROCEDURAL = ("files", "text", "data", "logs", "pyfix", "pipeline")
@@ -229,20 +231,27 @@ def _pool_view(ctx: WorkspaceContext, pool: list[Task]) -> list[PoolTask]:
     return out
 
 
-def _proposer(ctx: WorkspaceContext, gen_id: str) -> Proposer:
-    """The configured proposer, else the generation's own model on its endpoint (the embedded
-    server is started if that is what the config names)."""
+@contextmanager
+def _proposer(ctx: WorkspaceContext, gen_id: str) -> Iterator[Proposer]:
+    """The configured proposer, else the generation's own model on its endpoint; the embedded server
+    is started for the block if that is what it names, with the generation's adapters loaded."""
     import os
 
-    from rsi.models.embedded import resolve_endpoint
+    from rsi.models.adapters import ensure_adapters
+    from rsi.models.embedded import ensure_server
 
     s = ctx.settings.discover.proposer
     g = ctx.generation(gen_id)
-    if s is not None:
-        return Proposer(base_url=resolve_endpoint(s.endpoint), model=s.model or g.serve_name(),
-                        api_key=os.environ.get(s.api_key_env) if s.api_key_env else None,
-                        temperature=s.temperature, max_tokens=s.max_tokens)
-    return Proposer(base_url=resolve_endpoint(ctx.harness_config_for(g).model.endpoint), model=g.serve_name())
+    endpoint = s.endpoint if s is not None else ctx.harness_config_for(g).model.endpoint
+    ctx.ws.logs_dir.mkdir(parents=True, exist_ok=True)
+    with ensure_server(endpoint, log_path=ctx.ws.logs_dir / "model-server.log") as (url, _started):
+        if s is not None:
+            yield Proposer(base_url=url, model=s.model or g.serve_name(),
+                           api_key=os.environ.get(s.api_key_env) if s.api_key_env else None,
+                           temperature=s.temperature, max_tokens=s.max_tokens)
+            return
+        ensure_adapters(url, [g], ctx.ws.root)
+        yield Proposer(base_url=url, model=g.serve_name())
 
 
 def _requests(req: DiscoverRequest, gens: list[str], levels: dict[str, int], max_level: int) -> list[GenRequest]:
@@ -278,23 +287,22 @@ def _generate(ctx: WorkspaceContext, job_id: str, req: DiscoverRequest, gens: li
     done_keys = {(c.generator, c.seed) for c in rows}
     # holdout-only counts holdout candidates; the request list is bounded, so a failing generator ends
     have = len([c for c in rows if not req.holdout_only or c.split == "holdout"])
-    proposer: Proposer | None = None
-    for i, greq in enumerate(_requests(req, gens, levels, contract.discovery.max_difficulty)):
-        if have >= wanted:
-            break
-        gname = gens[i % len(gens)]
-        if (gname, greq.seed) in done_keys:
-            continue
-        if gname == "model" and proposer is None:
-            proposer = _proposer(ctx, gen_id)
-        greq.pool, greq.proposer = view, proposer
-        row = _candidate(ctx, job_id, gname, greq, gen_id, stage_root, known, digests, req.holdout_only)
-        if row is None:
-            continue
-        have += int(not req.holdout_only or row.split == "holdout")
-        if row.state != "rejected":
-            known[row.name] = Path(row.stage_dir, "task", "instruction.md").read_text()
-        hooks.generated(row, have, wanted)
+    with ExitStack() as stack:
+        proposer = stack.enter_context(_proposer(ctx, gen_id)) if "model" in gens else None
+        for i, greq in enumerate(_requests(req, gens, levels, contract.discovery.max_difficulty)):
+            if have >= wanted:
+                break
+            gname = gens[i % len(gens)]
+            if (gname, greq.seed) in done_keys:
+                continue
+            greq.pool, greq.proposer = view, proposer
+            row = _candidate(ctx, job_id, gname, greq, gen_id, stage_root, known, digests, req.holdout_only)
+            if row is None:
+                continue
+            have += int(not req.holdout_only or row.split == "holdout")
+            if row.state != "rejected":
+                known[row.name] = Path(row.stage_dir, "task", "instruction.md").read_text()
+            hooks.generated(row, have, wanted)
 
 
 def _reject(ctx: WorkspaceContext, row: CandidateRow, reason: str, detail: str) -> CandidateRow:

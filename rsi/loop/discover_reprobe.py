@@ -20,6 +20,7 @@ from rsi.loop.arms import ArmPlan, resolve_arms
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.discover_stages import Stage, StageRunner, probe_rate
 from rsi.loop.run import Progress, new_job_id
+from rsi.sandbox.base import SandboxProvider
 from rsi.store.tables import TrialRow
 
 
@@ -34,8 +35,8 @@ class ReprobeOutcome:
 
 
 def reprobe(ctx: WorkspaceContext, *, generation: str | None, attempts: int | None, band: tuple[float, float] | None,
-            budget: float | None, concurrency: int,
-            stage_progress: Callable[[str], Progress] | None = None) -> ReprobeOutcome:
+            budget: float | None, concurrency: int, stage_progress: Callable[[str], Progress] | None = None,
+            probe_agent: str = "harness", provider: SandboxProvider | None = None) -> ReprobeOutcome:
     from rsi.loop.discover import _pool
 
     store, contract = ctx.store, ctx.contract
@@ -43,7 +44,8 @@ def reprobe(ctx: WorkspaceContext, *, generation: str | None, attempts: int | No
     k = attempts or contract.discovery.probe_attempts
     band = band or contract.discovery.band
     pool = _pool(ctx)
-    harness = resolve_arms(ctx, "harness", [gen.id], [])[0]
+    harness = resolve_arms(ctx, "harness", [gen.id], [])[0] if probe_agent == "harness" \
+        else ArmPlan(Arm(agent=probe_agent, generation=gen.id, variant="probe"), gen)
     oracle = ArmPlan(Arm(agent="oracle", generation=gen.id), gen)
     job_id = new_job_id().replace("job-", "reprobe-")
     store.acquire_driver()
@@ -55,15 +57,15 @@ def reprobe(ctx: WorkspaceContext, *, generation: str | None, attempts: int | No
         cells = [(t.name, oracle.arm.id, 1) for t in pool]
         cells += [(t.name, harness.arm.id, k) for t in pool if t.split == "train"]
         runner = StageRunner(ctx, job_id, budget, concurrency, stage_progress or (lambda _name: Progress()),
-                             "run `rsi discover --reprobe` again")
-        res = runner.run(Stage("reprobe", [oracle, harness], cells, [Path(t.path) for t in pool]))
+                             "run `rsi discover --reprobe` again", provider=provider)
+        res = runner.run(Stage("reprobe", [oracle, harness], cells, [Path(t.path) for t in pool], "active"))
         out = ReprobeOutcome(job_id=job_id, interrupted=res.stop is not None, reason=res.stop)
         by_task: dict[str, list[TrialRow]] = {}
         for t in res.trials:
             by_task.setdefault(t.task_name, []).append(t)
         for task in pool:
             ts = by_task.get(task.name, [])
-            orc = [t for t in ts if t.agent == "oracle" and t.status == TrialStatus.DONE.value
+            orc = [t for t in ts if t.arm_id == oracle.arm.id and t.status == TrialStatus.DONE.value
                    and not is_infra(t.error_type)]
             if orc and not any(t.passed for t in orc):
                 why = f"broken: the oracle failed ({orc[0].id})"
@@ -72,7 +74,7 @@ def reprobe(ctx: WorkspaceContext, *, generation: str | None, attempts: int | No
                 continue
             if task.split != "train":
                 continue
-            rate, n = probe_rate([t for t in ts if t.agent == "harness"])
+            rate, n = probe_rate([t for t in ts if t.arm_id == harness.arm.id])
             out.rates[task.name] = rate
             if rate is None:
                 continue

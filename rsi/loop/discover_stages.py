@@ -31,6 +31,7 @@ class Stage:
     arms: list[ArmPlan]
     cells: list[tuple[str, str, int]]  # (task name, arm id, attempts)
     task_dirs: list[Path]
+    task_state: str = "candidate"  # how tasks new to the store are registered (pool tasks: "active")
 
 
 @dataclass
@@ -81,7 +82,7 @@ class StageRunner:
         req = RunRequest(paths=[] if child else stage.task_dirs, resume=child, concurrency=self.concurrency,
                          budget=remaining, arm_plans=None if child else stage.arms,
                          cells=None if child else stage.cells, phase="discover", parent_job=self.parent,
-                         params={"stage": stage.name}, task_state="candidate")
+                         params={"stage": stage.name}, task_state=stage.task_state)
         out = run_job(self.ctx, req, self.progress_for(stage.name), provider=self.provider)
         self.ctx.store.acquire_driver()  # run_job gave the driver lock back; the parent still writes
         stop = None

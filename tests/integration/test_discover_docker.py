@@ -52,7 +52,7 @@ class BrokenGen:
             instruction=HELLO if kind == "duplicate instruction" else f"Case {kind} {req.seed}: write ok to "
             f"/app/out.txt ({'x' * 3 * req.seed}).",
             dockerfile=docker, test_sh=verifier(checks, kind), solve_sh=script(solve),
-            known_wrong=[script("echo ok > /app/out.txt" if kind == "known-wrong passes" else "echo ko > /app/out.txt")],
+            known_wrong=[script(f"echo {'ok' if kind == 'known-wrong passes' else 'ko'} > /app/out.txt")],
             reads=["/app/out.txt"], memory_mb=999_999 if kind == "limits beyond the contract" else 512,
         )
 

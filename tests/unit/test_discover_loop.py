@@ -27,7 +27,8 @@ from rsi.sandbox.fake import FakeSandboxProvider
 from rsi.store.files import load_tasks
 from tests.taskgen import R
 
-HELLO = "Create the file `/app/hello.txt` containing exactly the text `hello world` (a single trailing newline is fine)."
+HELLO = ("Create the file `/app/hello.txt` containing exactly the text `hello world` (a single trailing newline "
+         "is fine).")
 WRITE = f"echo WORD > \"{R}/app/out.txt\"\n"
 TEST = (f'mkdir -p "{R}/logs/verifier"\n'
         f'if [ "$(cat "{R}/app/out.txt" 2>/dev/null)" = ok ]; then echo 1 > "{R}/logs/verifier/reward.txt"; '
@@ -82,11 +83,22 @@ class HalfAgent:
         return NopAgent().run(sandbox, ctx)
 
 
+class PickyAgent:
+    """Solves every task but the ones whose name starts with 'hard'."""
+
+    name = "picky"
+
+    def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentOutcome:
+        agent = NopAgent() if ctx.task.name.startswith("hard") else OracleAgent()
+        return agent.run(sandbox, ctx)
+
+
 @pytest.fixture
 def ws(workspace: WorkspaceContext, tmp_path: Path) -> Iterator[WorkspaceContext]:
     FakeGen.flaky_dir = tmp_path
     GENERATORS.add("fakegen", FakeGen)
     AGENTS.add("half", HalfAgent)
+    AGENTS.add("picky", PickyAgent)
     tasks = workspace.ws.tasks_dir
     (tasks / "hello-file").mkdir(parents=True)
     src = Path(__file__).resolve().parents[2] / "tasks" / "hello-file"
@@ -175,3 +187,35 @@ def test_holdout_only_keeps_holdout_candidates(ws: WorkspaceContext, provider: F
              for t in ws.store.trials(j.id)]
     assert probe and all(t.split == "holdout" for t in probe)
     assert ws.store.outcomes("expand", task_digests=[t.digest for t in admitted]) == []
+
+
+def test_reprobe_retires_easy_and_broken_tasks_and_moves_the_curriculum(
+    ws: WorkspaceContext, provider: FakeSandboxProvider
+) -> None:
+    from rsi.loop.discover_reprobe import reprobe
+    from tests.taskgen import make_task
+
+    tasks = ws.ws.tasks_dir
+    for p in tasks.iterdir():  # only tasks the fake provider can run
+        import shutil
+
+        shutil.rmtree(p)
+    make_task(tasks, "easy", family="fam-a")
+    make_task(tasks, "broken", family="fam-a", solve='echo no > "${SANDBOX_ROOT:-}/app/out.txt"\n')
+    make_task(tasks, "hard", family="fam-b")
+    ws.store.set_level("fam-b", 3, "test")
+    out = reprobe(ws, generation=None, attempts=2, band=None, budget=None, concurrency=2,
+                  probe_agent="picky", provider=provider)
+    assert not out.interrupted, out.reason
+    retired = dict(out.retired)
+    assert retired["easy"].startswith("easy: gen-0000 passed 2 of 2")
+    assert retired["broken"].startswith("broken: the oracle failed")
+    assert "hard" not in retired and out.rates["hard"] == 0.0
+    rows = {r.name: r for r in ws.store.task_rows()}
+    assert (rows["easy"].state, rows["broken"].state, rows["hard"].state) == ("retired", "retired", "active")
+    levels = ws.store.curriculum()
+    assert levels["fam-a"].level == 2 and levels["fam-b"].level == 2  # up (above the band), down (all at 0)
+    # a retired task leaves the pool discovery draws from
+    from rsi.loop.discover import _pool
+
+    assert [t.name for t in _pool(ws)] == ["hard"]

@@ -79,7 +79,11 @@ class ModelGenerator:
                                   max_tokens=p.max_tokens, seed=req.seed)
         except RsiError as e:
             raise GeneratorError(f"model: the proposer failed: {e}") from e
-        parts = parse_proposal(res.content or "")
+        try:
+            parts = parse_proposal(res.content or "")
+        except GeneratorError as e:
+            answer = " ".join((res.content or "").split())[:400]
+            raise GeneratorError(f"{e}; the model answered: {answer!r}", reason=e.reason) from None
         return TaskDraft(
             generator=self.name, family=family, difficulty=max(1, req.difficulty), seed=req.seed,
             instruction=parts["instruction"],
