@@ -16,7 +16,7 @@ import http.server
 import json
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +48,7 @@ def satisfied(rule: Rule, cfg: dict[str, Any]) -> bool:
 class Policy:
     rules: dict[str, Rule]
     faults: list[int] = field(default_factory=list)  # HTTP status to answer the next calls with (popped)
+    on_call: Callable[[int, dict[str, Any]], None] | None = None  # a test's hook (e.g. kill a container)
     calls: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -56,6 +57,9 @@ class Policy:
             self.calls += 1
             if self.faults:
                 return self.faults.pop(0), ""
+            n = self.calls
+        if self.on_call is not None:
+            self.on_call(n, body)
         msgs = body.get("messages", [])
         last = str(msgs[-1].get("content") or "") if msgs else ""
         if "[exit code" in last:

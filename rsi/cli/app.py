@@ -11,6 +11,7 @@ import typer
 from rsi import __version__
 from rsi.cli import config as config_cmd
 from rsi.cli import discover as discover_cmd
+from rsi.cli import expand as expand_cmd
 from rsi.cli import generations as generations_cmd
 from rsi.cli import jobs as jobs_cmd
 from rsi.cli import sandbox as sandbox_cmd
@@ -52,6 +53,7 @@ def main_callback(
 workspace_cmd.register(app)
 jobs_cmd.register(app)
 discover_cmd.register(app)
+expand_cmd.register(app)
 app.add_typer(tasks_cmd.app, name="tasks")
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(sandbox_cmd.app, name="sandbox")

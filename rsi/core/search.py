@@ -87,10 +87,12 @@ def _adaptive(state: SearchState, n: int, seed: int) -> list[Cell]:
     total = sum(a for a, _ in state.runs.values())
     scores = {c: _score(state, c, total) for c in state.candidates}
     out: list[Cell] = []
+    picked = dict.fromkeys(state.candidates, 0)  # spread one round over candidates that score alike
     for t in state.targets():
         untried = [c for c in state.candidates if state.tried(c, t) == 0]
         if untried:
-            best = max(untried, key=lambda c: (scores[c], -order[c]))
+            best = max(untried, key=lambda c: (scores[c] - 0.05 * picked[c], -order[c]))
+            picked[best] += 1
             out.append((best, t, 1))
             if len(out) >= n:
                 return out

@@ -98,11 +98,12 @@ class ExpandOutcome:
     front: dict[str, list[str]]
     attribution: dict[str, int]
     budget: dict[str, Any]
-    trials: int
+    trials: int  # finished trials that count (infra ones are re-run and counted in infra_trials)
     wall_sec: float
     interrupted: bool = False
     reason: str | None = None
     refused: list[dict[str, Any]] = field(default_factory=list)
+    infra_trials: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -165,7 +166,8 @@ def build_outcome(ctx: WorkspaceContext, job_id: str, gen: GenerationManifest, b
         if a.task_name in names and a.task_digest in {t.digest for t in pool.tasks}:
             counts[a.kind] += 1
     budget = {"unit": pre.unit, "limit": pre.limit, "spent": {b.phase: b.spent for b in store.budgets_of(job_id)}}
-    trials = len([t for t in runner.trials() if t.status == "done"])
+    done = [t for t in runner.trials() if t.status == "done"]
+    trials = sum(1 for t in done if not is_infra(t.error_type))
     configs = [_line(o, c, digest_of.get(c)) for c in sorted(o.scores, key=lambda c: (-o.scores[c].tasks_solved, c))]
     refused = [{"label": r.label, "origin": r.origin, "reason": r.reason}
                for r in rows.values() if r.state == "refused"]
@@ -176,7 +178,7 @@ def build_outcome(ctx: WorkspaceContext, job_id: str, gen: GenerationManifest, b
                   "covered": o.covered},
         best=_line(o, o.best, digest_of.get(o.best)), adopted=adopted, configs=configs, front=o.front,
         attribution=counts, budget=budget, trials=trials, wall_sec=round(wall, 1), interrupted=stop is not None,
-        reason=stop, refused=refused)
+        reason=stop, refused=refused, infra_trials=len(done) - trials)
 
 
 def minimum_budget(pre: Preflight) -> int:

@@ -165,7 +165,7 @@ def test_endpoint_errors_are_infra_never_a_verdict(
     out = expand(ctx, _req(provider, budget=20))
     kinds = {a.kind for a in ctx.store.attributions("gen-0000")}
     assert kinds <= {"infra", "task"}, kinds  # never model/config from failed calls
-    assert out.budget["spent"]["all"] <= out.trials
+    assert out.budget["spent"]["all"] == out.trials and out.infra_trials > 0
     policy[0].faults = []
     again = expand(ctx, _req(provider, resume=out.job_id, budget=60))
     kinds2 = {a.task_name: a.kind for a in ctx.store.attributions("gen-0000")}

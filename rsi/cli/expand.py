@@ -1,0 +1,149 @@
+"""`rsi expand` (attribution + budgeted harness-config search) and `rsi attribution` (the verdicts)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rsi.cli.common import console, err_console, errors, open_context, print_json
+from rsi.core.arm import TrialSpec
+from rsi.core.trial import TrialResult
+from rsi.loop.expand import ExpandHooks, ExpandOutcome
+from rsi.loop.run import Progress as RunProgress
+
+
+def register(app: typer.Typer) -> None:
+    app.command("expand")(expand)
+    app.command("attribution")(attribution)
+
+
+class _Hooks(ExpandHooks):
+    def __init__(self, progress: Progress, quiet: bool) -> None:
+        self.p, self.quiet = progress, quiet
+
+    def message(self, text: str) -> None:
+        if not self.quiet:
+            err_console.print(text, highlight=False, soft_wrap=True)
+
+    def stage(self, key: str) -> RunProgress:
+        p = self.p
+
+        class Bar(RunProgress):
+            def __init__(self) -> None:
+                self.task_id = p.add_task(key, total=None, passed=0)
+                self.passed = 0
+
+            def start(self, total: int, done: int, job_id: str) -> None:
+                p.update(self.task_id, total=total, completed=done)
+
+            def trial_finished(self, spec: TrialSpec, result: TrialResult) -> None:
+                self.passed += int(result.passed)
+                p.update(self.task_id, advance=1, passed=self.passed)
+
+        return Bar()
+
+
+def expand(
+    ctx: typer.Context,
+    budget: Annotated[float | None, typer.Option("--budget", help="Limit in --unit (default 60 trials).")] = None,
+    unit: Annotated[str, typer.Option("--unit", help="trials | tokens | minutes")] = "trials",
+    gen: Annotated[str | None, typer.Option("--gen", help="Generation (default: the current one).")] = None,
+    tasks: Annotated[str | None, typer.Option("--tasks", help="Glob over train task names.")] = None,
+    strategy: Annotated[str, typer.Option("--strategy", help="adaptive | random | grid")] = "adaptive",
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    attempts: Annotated[int, typer.Option("--attempts", "-k", help="Baseline attempts per task.")] = 2,
+    proposals: Annotated[int, typer.Option("--proposals", help="Reflective proposals to ask for.")] = 2,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-n")] = 2,
+    resume: Annotated[str | None, typer.Option("--resume", help="Continue an expand job.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+) -> None:
+    """Expansion: baseline, attribution, config search under a budget, the adopted config."""
+    from rsi.loop.expand import ExpandRequest
+    from rsi.loop.expand import expand as run_expand
+
+    with errors():
+        wctx = open_context(ctx)
+        req = ExpandRequest(budget=budget, unit=unit, generation=gen, tasks=tasks, strategy=strategy, seed=seed,
+                            attempts=attempts, proposals=proposals, concurrency=concurrency, resume=resume)
+        cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("passed {task.fields[passed]}"), TimeElapsedColumn())
+        with Progress(*cols, console=err_console, transient=as_json) as p:
+            out = run_expand(wctx, req, _Hooks(p, as_json))
+        if as_json:
+            print_json(out.as_json())
+        else:
+            render(out)
+        if out.interrupted:
+            err_console.print(f"[yellow]stopped:[/] {out.reason}", highlight=False, soft_wrap=True)
+            raise typer.Exit(3)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def render(out: ExpandOutcome) -> None:
+    t = Table(title=f"expand {out.job_id} ({out.generation}, {out.strategy}, {out.tasks} train tasks)")
+    t.add_column("figure")
+    t.add_column("value")
+    b = out.baseline
+    t.add_row("baseline", f"{b.passes}/{b.attempts} trials ({_pct(b.rate)}), {b.tasks_solved} task(s) solved")
+    c = out.coverage
+    t.add_row("coverage (any config)", f"{c['solved']}/{c['tasks']} ({_pct(c['rate'])})")
+    s = out.best
+    t.add_row("best single config", f"{s.label}: {s.tasks_solved}/{out.tasks} tasks, pass rate {_pct(s.rate)} "
+                                    f"[{_pct(s.ci[0])}, {_pct(s.ci[1])}] (Wilson 95%)")
+    a = out.adopted
+    diff = "; ".join(f"{d['path']}: {d['from']!r} -> {d['to']!r}" for d in a["diff"]) or "no change"
+    t.add_row("adopted", f"{a['name']} ({a['digest'][:12]}) at {a['path']}: {diff}")
+    t.add_row("attribution", ", ".join(f"{k} {v}" for k, v in out.attribution.items()))
+    spent = out.budget["spent"]
+    t.add_row("budget", f"{spent.get('all', 0):g} of {out.budget['limit']:g} {out.budget['unit']} ("
+              + ", ".join(f"{k} {v:g}" for k, v in spent.items() if k != "all") + ")")
+    t.add_row("trials / wall", f"{out.trials} / {out.wall_sec:.0f} s")
+    console.print(t)
+    ct = Table(title="configs (per-task Pareto front below)")
+    for col in ("config", "solved", "run", "pass rate", "Wilson 95%", "regressions"):
+        ct.add_column(col)
+    for line in out.configs:
+        ct.add_row(line.label, str(line.tasks_solved), str(line.tasks_run), _pct(line.rate),
+                   f"[{_pct(line.ci[0])}, {_pct(line.ci[1])}]", ", ".join(line.regressions) or "-")
+    console.print(ct)
+    ft = Table(title="per-task front")
+    ft.add_column("task")
+    ft.add_column("configs with the best pass rate")
+    for task, front in out.front.items():
+        ft.add_row(task, ", ".join(front) or "[dim]unsolved[/]")
+    console.print(ft)
+    for r in out.refused:
+        err_console.print(f"refused {r['origin']} candidate {r['label']}: {r['reason']}", highlight=False,
+                          soft_wrap=True)
+
+
+def attribution(
+    ctx: typer.Context,
+    gen: Annotated[str | None, typer.Option("--gen", help="Generation (default: all).")] = None,
+    task: Annotated[str | None, typer.Option("--task", help="Only this task (name).")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Attribution verdicts (model / task / config / infra) with their evidence."""
+    with errors():
+        wctx = open_context(ctx)
+        rows = [r for r in wctx.store.attributions(gen) if task is None or r.task_name == task]
+        data: list[dict[str, Any]] = [
+            {"task": r.task_name, "task_digest": r.task_digest, "generation": r.generation, "kind": r.kind,
+             "confidence": r.confidence, "variant": r.variant, "reason": r.reason, "evidence": r.evidence,
+             "created_at": r.created_at, "revised_at": r.revised_at} for r in rows]
+        if as_json:
+            print_json(data)
+            return
+        t = Table(title="attribution")
+        for col in ("task", "gen", "kind", "conf", "variant", "reason", "evidence"):
+            t.add_column(col)
+        for d in data:
+            t.add_row(d["task"], d["generation"], d["kind"], f"{d['confidence']:.2f}", d["variant"] or "-",
+                      d["reason"], f"{len(d['evidence'])} trial(s)")
+        console.print(t)
