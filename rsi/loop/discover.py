@@ -39,9 +39,10 @@ from rsi.core.errors import ConfigError, InputError, RsiError
 from rsi.core.task import Task
 from rsi.loop.arms import ArmPlan, resolve_arms
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.discover_stages import Stage, StageRunner, evaluate_controls, evaluate_oracle, evaluate_probe
+from rsi.loop.discover_stages import evaluate_controls, evaluate_oracle, evaluate_probe
 from rsi.loop.generators import GENERATORS, GeneratorError, GenRequest, PoolTask, Proposer, load_generators
 from rsi.loop.run import Progress, new_job_id
+from rsi.loop.stages import ChildJobs, Stage
 from rsi.sandbox.base import SandboxProvider
 from rsi.store.files import load_task, load_tasks, write_atomic
 from rsi.store.tables import CandidateRow
@@ -173,8 +174,9 @@ def discover(ctx: WorkspaceContext, req: DiscoverRequest, hooks: DiscoverHooks |
                       f"{attempts} probe attempt(s), generators {', '.join(gens)}")
         _generate(ctx, job_id, req, gens, gen.id, stage_root, pool, hooks)
 
-        runner = StageRunner(ctx, job_id, req.budget, req.concurrency, hooks.stage,
-                             f"resume with `rsi discover --resume {job_id}`", provider=provider)
+        runner = ChildJobs(ctx, job_id, phase="discover", budget=req.budget, concurrency=req.concurrency,
+                           progress_for=hooks.stage, resume_hint=f"resume with `rsi discover --resume {job_id}`",
+                           task_state="candidate", provider=provider)
         open_ = store.candidates(job_id, "generated")
         checked = store.candidates(job_id, "checked")
         n_wrong = sum(len(_wrong_names(Path(c.stage_dir))) for c in open_ + checked)
@@ -384,7 +386,7 @@ def _wrong_names(stage: Path) -> list[str]:
 # -- gate, probe, admit ----------------------------------------------------------------------------
 
 
-def _gate_and_probe(ctx: WorkspaceContext, job_id: str, runner: StageRunner, gen_id: str,
+def _gate_and_probe(ctx: WorkspaceContext, job_id: str, runner: ChildJobs, gen_id: str,
                     probe_arms: list[ArmPlan], band: tuple[float, float], attempts: int) -> str | None:
     """Run the oracle stage, the controls stage and the probe; return why it stopped, or None."""
     store, gen = ctx.store, ctx.generation(gen_id)

@@ -18,8 +18,9 @@ from rsi.core.discover import next_level
 from rsi.core.trial import TrialStatus, is_infra
 from rsi.loop.arms import ArmPlan, resolve_arms
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.discover_stages import Stage, StageRunner, probe_rate
+from rsi.loop.discover_stages import probe_rate
 from rsi.loop.run import Progress, new_job_id
+from rsi.loop.stages import ChildJobs, Stage
 from rsi.sandbox.base import SandboxProvider
 from rsi.store.tables import TrialRow
 
@@ -56,9 +57,10 @@ def reprobe(ctx: WorkspaceContext, *, generation: str | None, attempts: int | No
         store.claim_job(job_id)
         cells = [(t.name, oracle.arm.id, 1) for t in pool]
         cells += [(t.name, harness.arm.id, k) for t in pool if t.split == "train"]
-        runner = StageRunner(ctx, job_id, budget, concurrency, stage_progress or (lambda _name: Progress()),
-                             "run `rsi discover --reprobe` again", provider=provider)
-        res = runner.run(Stage("reprobe", [oracle, harness], cells, [Path(t.path) for t in pool], "active"))
+        runner = ChildJobs(ctx, job_id, phase="discover", budget=budget, concurrency=concurrency,
+                           progress_for=stage_progress, resume_hint="run `rsi discover --reprobe` again",
+                           task_state="active", provider=provider)
+        res = runner.run(Stage("reprobe", [oracle, harness], cells, [Path(t.path) for t in pool]))
         out = ReprobeOutcome(job_id=job_id, interrupted=res.stop is not None, reason=res.stop)
         by_task: dict[str, list[TrialRow]] = {}
         for t in res.trials:

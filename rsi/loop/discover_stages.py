@@ -1,5 +1,5 @@
-"""Discovery's executed checks: each stage is a child `run` job of the discover job, and each
-candidate's verdict is read from that job's trials.
+"""Discovery's executed checks: each stage is a child `run` job of the discover job (run by
+rsi.loop.stages.ChildJobs), and each candidate's verdict is read from that job's trials.
 
 - oracle: the reference solution passes every run (`discovery.oracle_runs`); a build failure, a
   failing oracle and a flaky one (passes, then fails) are each their own rejection;
@@ -12,85 +12,12 @@ job ends interrupted, so `--resume` re-runs exactly those trials (run_job keeps 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 from rsi.core.discover import in_band
 from rsi.core.trial import ErrorType, TrialStatus, is_infra
-from rsi.loop.arms import ArmPlan
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.run import Progress, RunRequest, run_job
-from rsi.sandbox.base import SandboxProvider
+from rsi.loop.stages import StageResult
 from rsi.store.tables import CandidateRow, TrialRow
-
-
-@dataclass
-class Stage:
-    name: str  # oracle | controls | probe | reprobe
-    arms: list[ArmPlan]
-    cells: list[tuple[str, str, int]]  # (task name, arm id, attempts)
-    task_dirs: list[Path]
-    task_state: str = "candidate"  # how tasks new to the store are registered (pool tasks: "active")
-
-
-@dataclass
-class StageResult:
-    job_id: str
-    trials: list[TrialRow]
-    stop: str | None = None
-
-
-class StageRunner:
-    """Runs (or resumes) one stage's child job within what is left of the parent's trial budget."""
-
-    def __init__(self, ctx: WorkspaceContext, parent: str, budget: float | None, concurrency: int,
-                 progress_for: Callable[[str], Progress], resume_hint: str, *,
-                 provider: SandboxProvider | None = None) -> None:
-        self.ctx, self.parent, self.budget, self.concurrency = ctx, parent, budget, concurrency
-        self.progress_for, self.resume_hint, self.provider = progress_for, resume_hint, provider
-
-    def _child(self, stage: str) -> str | None:
-        for j in self.ctx.store.child_jobs(self.parent):
-            if j.params.get("stage") == stage:
-                return j.id
-        return None
-
-    def spent(self, exclude: str | None = None) -> int:
-        """Trials finished by every child job of the parent (but `exclude`)."""
-        n = 0
-        for j in self.ctx.store.child_jobs(self.parent):
-            if j.id != exclude:
-                n += sum(1 for t in self.ctx.store.trials(j.id) if t.status == TrialStatus.DONE.value)
-        return n
-
-    def run(self, stage: Stage) -> StageResult:
-        store = self.ctx.store
-        child = self._child(stage.name)
-        if child is not None:
-            job = store.get_job(child)
-            rerun = [t for t in store.trials(child)
-                     if t.status != TrialStatus.DONE.value
-                     or (is_infra(t.error_type) and t.error_type != ErrorType.CANCELLED.value)]
-            if job.status == "done" and not rerun:
-                return StageResult(child, store.trials(child))
-        remaining = None if self.budget is None else self.budget - self.spent(exclude=child)
-        if remaining is not None and remaining <= 0:
-            return StageResult(child or "", store.trials(child) if child else [],
-                               stop=f"budget spent ({self.budget:g} trials) before the {stage.name} stage; "
-                                    f"{self.resume_hint} --budget N")
-        req = RunRequest(paths=[] if child else stage.task_dirs, resume=child, concurrency=self.concurrency,
-                         budget=remaining, arm_plans=None if child else stage.arms,
-                         cells=None if child else stage.cells, phase="discover", parent_job=self.parent,
-                         params={"stage": stage.name}, task_state=stage.task_state)
-        out = run_job(self.ctx, req, self.progress_for(stage.name), provider=self.provider)
-        self.ctx.store.acquire_driver()  # run_job gave the driver lock back; the parent still writes
-        stop = None
-        if out.interrupted:
-            what = "budget spent" if out.stop == "budget" else (out.reason or out.stop or "interrupted")
-            stop = f"{stage.name} stage stopped ({what}); {self.resume_hint}" + (
-                " --budget N" if out.stop == "budget" else "")
-        return StageResult(out.job.id, out.trials, stop)
 
 
 def _by_task(trials: list[TrialRow]) -> dict[str, list[TrialRow]]:

@@ -1,7 +1,7 @@
 """Child jobs of a phase job: each stage (a baseline, a batch of oracle re-runs, a search round) is
 a `run` job whose parent is the phase job, found again by its stage key on resume.
 
-This generalises discovery's StageRunner (rsi.loop.discover_stages) to any phase and budget unit:
+Discover, its re-probe and expand all run their stages through it, in any budget unit:
 the phase job's budget is shared by its children, so each child runs within what the others left,
 and what is spent is computed from the trials actually recorded (never a separate counter that a
 `kill -9` could leave behind).
