@@ -131,7 +131,14 @@ def discover(
     _render(out, json_out)
     if out.interrupted:
         err_console.print(f"[bold]stopped:[/] {out.reason}", highlight=False, soft_wrap=True)
-        raise typer.Exit(130 if "interrupted" in (out.reason or "") else 1)
+        raise typer.Exit(_exit_code(out.reason or ""))
+
+
+def _exit_code(reason: str) -> int:
+    """As `rsi run`: 0 when the budget was spent, 130 on Ctrl-C, 3 on repeated infra failures."""
+    if "budget spent" in reason:
+        return 0
+    return 130 if "interrupted" in reason else 3
 
 
 def _render(out, json_out: bool) -> None:  # type: ignore[no-untyped-def]
@@ -158,15 +165,19 @@ def _render(out, json_out: bool) -> None:  # type: ignore[no-untyped-def]
             t.add_row(reason or "?", str(k))
         console.print(t)
     t = Table(title="admitted by family and difficulty", title_justify="left")
-    for col in ("family", "difficulty", "admitted", "train", "holdout", "mean probe pass rate"):
+    for col in ("family", "level", "admitted", "train", "holdout", "p = 0", "0 < p", "probe rate (trials)"):
         t.add_column(col)
     groups: dict[tuple[str, int], list[CandidateRow]] = {}
-    for c in admitted:
-        groups.setdefault((c.family, c.difficulty), []).append(c)
+    for c in cands:
+        if c.probe_pass_rate is not None:
+            groups.setdefault((c.family, c.difficulty), []).append(c)
     for (fam, d), cs in sorted(groups.items()):
+        adm = [c for c in cs if c.state == "admitted"]
         rate = sum(c.probe_pass_rate or 0 for c in cs) / len(cs)
-        t.add_row(fam, str(d), str(len(cs)), str(sum(c.split == "train" for c in cs)),
-                  str(sum(c.split == "holdout" for c in cs)), f"{rate:.2f}")
+        t.add_row(fam, str(d), str(len(adm)), str(sum(c.split == "train" for c in adm)),
+                  str(sum(c.split == "holdout" for c in adm)), str(sum(c.probe_pass_rate == 0 for c in adm)),
+                  str(sum((c.probe_pass_rate or 0) > 0 for c in adm)),
+                  f"{rate:.2f} ({sum(c.probe_trials for c in cs)})")
     console.print(t)
 
 

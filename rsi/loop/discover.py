@@ -123,6 +123,7 @@ def _resolve(ctx: WorkspaceContext, req: DiscoverRequest) -> tuple[DiscoverReque
                               "resume without them, or start a new discover")
         filled = DiscoverRequest(**{**req.__dict__, **{k: stored[k] for k in SETTINGS if k in stored}})
         filled.band = (float(stored["band"][0]), float(stored["band"][1]))
+        filled.generators = filled.generators or list(PROCEDURAL)
         return filled, job.id, stored
     gens = req.generators or list(PROCEDURAL)
     for g in gens:
