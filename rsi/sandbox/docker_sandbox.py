@@ -291,6 +291,11 @@ class DockerSandbox:
             raise SandboxBroken(
                 ErrorType.AGENT_OUT_OF_MEMORY, "the sandbox ran out of memory and its init was killed"
             ) from cause
+        if state.get("ExitCode") == 137:  # SIGKILL: a namespace's init cannot get it from inside its namespace
+            raise SandboxBroken(
+                ErrorType.SANDBOX_ERROR,
+                "the sandbox was killed from outside (SIGKILL, not out of memory) during the agent's commands",
+            ) from cause
         raise SandboxBroken(
             ErrorType.AGENT_BROKE_SANDBOX,
             f"the sandbox's init exited (code {state.get('ExitCode')}) during the agent's commands",
