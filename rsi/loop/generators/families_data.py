@@ -23,8 +23,7 @@ from rsi.loop.generators.procedural import (
 
 
 def data_1(rng: random.Random) -> Level:
-    f = rng.choice(WORDS)
-    keys = pick(rng, WORDS, rng.randint(3, 5))
+    f, *keys = pick(rng, WORDS, 1 + rng.randint(3, 5))
     values = rng.sample(range(2, 500), len(keys))
     obj = dict(zip(keys, values, strict=True))
     key, other = keys[0], keys[1]
