@@ -219,3 +219,72 @@ def test_reprobe_retires_easy_and_broken_tasks_and_moves_the_curriculum(
     from rsi.loop.discover import _pool
 
     assert [t.name for t in _pool(ws)] == ["hard"]
+
+
+KILL_SCRIPT = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+import tests.unit.test_discover_loop as m
+from rsi.harness.agent import AGENTS
+from rsi.loop.context import WorkspaceContext
+from rsi.loop.discover import DiscoverRequest, discover
+from rsi.loop.generators import GENERATORS
+from rsi.sandbox.fake import FakeSandboxProvider
+
+class Slow(m.FakeGen):
+    def generate(self, req):
+        d = super().generate(req)
+        return d.model_copy(update={{"solve_sh": d.solve_sh + "sleep 0.4\\n"}})
+
+m.FakeGen.flaky_dir = Path({tmp!r})
+GENERATORS.add("fakegen", Slow)
+AGENTS.add("half", m.HalfAgent)
+ctx = WorkspaceContext.open(Path({root!r}))
+req = DiscoverRequest(n=8, generators=["fakegen"], attempts=2, probe_agent="half", concurrency=1, resume={resume!r})
+out = discover(ctx, req, provider=FakeSandboxProvider(Path({tmp!r}) / "fake"))
+print("DONE", out.job_id, out.interrupted)
+"""
+
+
+def test_kill_9_then_resume_records_every_candidate_and_trial_once(ws: WorkspaceContext, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    repo = str(Path(__file__).resolve().parents[2])
+    root = str(ws.ws.root)
+
+    def start(resume: str | None) -> subprocess.Popen[str]:
+        code = KILL_SCRIPT.format(repo=repo, tmp=str(tmp_path), root=root, resume=resume)
+        return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, "RSI_HOME": root})
+
+    proc = start(None)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # kill it once some gate trials are recorded, mid-stage
+        jobs = [j for j in ws.store.list_jobs() if j.parent_job]
+        if jobs and sum(t.status == "done" for t in ws.store.trials(jobs[0].id)) >= 3:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    (job,) = [j for j in ws.store.list_jobs() if j.kind == "discover"]
+    before = {t.id: t.finished_at for j in ws.store.child_jobs(job.id) for t in ws.store.trials(j.id)
+              if t.status == "done"}
+    names = sorted(c.name for c in ws.store.candidates(job.id))
+    assert before and names
+
+    again = start(job.id)
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err[-2000:]
+    assert f"DONE {job.id} False" in out
+    assert sorted(c.name for c in ws.store.candidates(job.id)) == names
+    trials = [t for j in ws.store.child_jobs(job.id) for t in ws.store.trials(j.id)]
+    assert len(trials) == len({t.id for t in trials}) and all(t.status == "done" for t in trials)
+    for t in trials:  # a trial finished before the kill was not run again
+        if t.id in before:
+            assert t.finished_at == before[t.id]
+    assert ws.store.get_job(job.id).status == "done"
