@@ -78,6 +78,14 @@ def test_small_model_acts_in_real_sandboxes(ws: tuple[Path, dict[str, str]]) -> 
         traj = load_trajectory(Path(t["trial_dir"]) / "trajectory.json")
         agent_steps = [s for s in traj.steps if s.source == "agent"]
         assert agent_steps, "the trajectory records the model's turns"
+        # every later turn's prompt extends the one before: the server's prefix cache supplies it,
+        # the harness records it per call and the trials table sums it
+        later = [s.metrics.cached_tokens or 0 for s in agent_steps[1:] if s.metrics]
+        assert all(c > 0 for c in later), later
+        assert t["tokens"]["cached"] == sum(s.metrics.cached_tokens or 0 for s in agent_steps if s.metrics)
+        # the stop rule: a reply ends where its first fenced block closes
+        for s in agent_steps:
+            assert str(s.message or "").count("```") <= 2, s.message
         assert traj.agent.model_name == DEFAULT_MODEL_ID
     # the server the run started is gone again
     port = int(env["RSI_MODEL_PORT"])

@@ -10,6 +10,7 @@ leave as soon as they finish). With one row there is no padding and no mask.
 from __future__ import annotations
 
 import json
+import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -100,7 +101,7 @@ class Row:
         self.queue_sec = 0.0
         if not request.greedy:
             self.generator = torch.Generator()
-            self.generator.manual_seed(request.seed if request.seed is not None else int(torch.seed() % (1 << 62)))
+            self.generator.manual_seed(request.seed if request.seed is not None else random.getrandbits(62))
 
     @property
     def adapter(self) -> str:

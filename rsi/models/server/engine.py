@@ -343,8 +343,10 @@ class Engine:
     def _next_job(self) -> Job | None:
         """The next queued job that may join the running batch now, else None."""
         with self._cv:
-            while self._pending and self._pending[0].cancelled.is_set():
-                self._pending.popleft()._resolve(error=Cancelled())
+            if any(j.cancelled.is_set() for j in self._pending):  # given up while queued: gone now
+                for j in [j for j in self._pending if j.cancelled.is_set()]:
+                    self._pending.remove(j)
+                    j._resolve(error=Cancelled())
             if not self._pending or len(self._batch) >= self.max_batch:
                 return None
             job = self._pending[0]
