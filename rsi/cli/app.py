@@ -17,6 +17,7 @@ from rsi.cli import jobs as jobs_cmd
 from rsi.cli import sandbox as sandbox_cmd
 from rsi.cli import tasks as tasks_cmd
 from rsi.cli import trials as trials_cmd
+from rsi.cli import update as update_cmd
 from rsi.cli import workspace as workspace_cmd
 
 app = typer.Typer(
@@ -54,6 +55,7 @@ workspace_cmd.register(app)
 jobs_cmd.register(app)
 discover_cmd.register(app)
 expand_cmd.register(app)
+update_cmd.register(app)
 app.add_typer(tasks_cmd.app, name="tasks")
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(sandbox_cmd.app, name="sandbox")

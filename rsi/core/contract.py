@@ -80,6 +80,8 @@ class Acceptance(_Strict):
     min_reward: float = 1.0
     per_task_quota: int = Field(default=4, gt=0)
     require_clean_exit: bool = True
+    # Replies of two accepted trajectories of one task this similar (0..1) count as one (`rsi update`).
+    near_duplicate_threshold: float = Field(default=0.95, gt=0, le=1)
 
 
 class Promotion(_Strict):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,6 +44,8 @@ class Provenance(BaseModel):
     expand_jobs: list[str] = Field(default_factory=list)
     training_run: str | None = None
     dataset_digest: str | None = None
+    # `rsi update`: backend, objective, hyper-parameters, steps, loss curve summary, dataset counts.
+    training: dict[str, Any] | None = None
 
 
 class GenerationManifest(BaseModel):

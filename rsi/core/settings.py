@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rsi.core.training import TrainSettings
+
 
 class SandboxSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -40,3 +42,4 @@ class WorkspaceSettings(BaseModel):
     base_model: str = "SmolLM2-135M-Instruct"
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     discover: DiscoverSettings = Field(default_factory=DiscoverSettings)
+    train: TrainSettings = Field(default_factory=TrainSettings)

@@ -35,6 +35,7 @@ from rsi.store.queries_expand import ExpandQueries
 from rsi.store.queries_generations import GenerationQueries
 from rsi.store.queries_loop import LoopQueries, put_arm_in
 from rsi.store.queries_trials import HOLDOUT_READERS, READERS, Reader, TrialQueries
+from rsi.store.queries_update import UpdateQueries
 from rsi.store.tables import JobRow, TrialRow, utcnow
 
 Phase = Literal["discover", "expand", "update", "promote", "run"]
@@ -53,7 +54,7 @@ def _default_lock_dir(url: str, db_file: Path | None) -> Path:
     return Path(tempfile.gettempdir()) / "rsi-locks" / digest_obj(url)[:12]
 
 
-class Store(TrialQueries, LoopQueries, GenerationQueries, DiscoverQueries, ExpandQueries):
+class Store(TrialQueries, LoopQueries, GenerationQueries, DiscoverQueries, ExpandQueries, UpdateQueries):
     """One database, migrated to head on open; holds the locks it takes until `close`."""
 
     def __init__(self, url: str, *, lock_dir: Path | None = None) -> None:

@@ -327,3 +327,39 @@ class SearchCandidateRow(SQLModel, table=True):
     @property
     def tasks_solved(self) -> list[str]:
         return list(json.loads(self.tasks_solved_json or "[]"))
+
+
+class TrainingRunRow(SQLModel, table=True):
+    """One `rsi update` training run (added in 0005): what it trained on, how, and what came back.
+
+    `status` is running | done | failed; `candidate` is the generation it registered (None for the
+    export backend and for a failed run: a failed run never leaves a candidate behind).
+    """
+
+    __tablename__ = "training_runs"
+
+    id: str = Field(primary_key=True)
+    generation: str = Field(index=True)  # the parent: the generation whose trials were selected
+    candidate: str | None = None
+    backend: str
+    objective: str
+    status: str
+    config_digest: str  # the adopted config the candidate is served with
+    dataset_path: str
+    dataset_digest: str
+    adapter_path: str | None = None
+    adapter_sha256: str | None = None
+    serve_name: str | None = None
+    params_json: str = Field(default="{}", sa_type=sa.Text)
+    metrics_json: str = Field(default="{}", sa_type=sa.Text)
+    error: str | None = Field(default=None, sa_type=sa.Text)
+    created_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(json.loads(self.params_json or "{}"))
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return dict(json.loads(self.metrics_json or "{}"))

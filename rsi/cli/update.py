@@ -1,0 +1,79 @@
+"""`rsi update`: accepted trajectories -> training backend -> new LoRA revision -> candidate generation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rsi.cli.common import console, err_console, errors, print_json, workspace_root
+
+
+def register(app: typer.Typer) -> None:
+    app.command("update")(update)
+
+
+def update(
+    ctx: typer.Context,
+    gen: Annotated[str | None, typer.Option("--gen", help="Generation whose trials train (default: current).")] = None,
+    backend: Annotated[str, typer.Option("--backend", help="export | command | local")] = "local",
+    from_job: Annotated[list[str] | None, typer.Option(
+        "--from-job", help="Only these jobs (and their child jobs).")] = None,
+    objective: Annotated[str, typer.Option("--objective", help="sft | pg | sft+pg")] = "sft+pg",
+    out: Annotated[Path | None, typer.Option("--out", help="Where the dataset and adapter go.")] = None,
+    command: Annotated[str | None, typer.Option(
+        "--command",
+        help="The command backend's template: {dataset} {output_dir} {base_model} {parent_adapter}.")] = None,
+    steps: Annotated[int | None, typer.Option("--steps", help="Optimiser steps (default: train.steps).")] = None,
+    load: Annotated[bool, typer.Option("--load/--no-load", help="Load the adapter into the running endpoint.")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+) -> None:
+    """Update: select accepted trajectories, train a LoRA revision, register a candidate generation."""
+    from rsi.loop.update import UpdateRequest, run_update
+
+    with errors():
+        cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn())
+        with Progress(*cols, console=err_console, transient=as_json) as p:
+            bar: dict[str, TaskID] = {}
+
+            def progress(step: int, total: int, loss: float) -> None:
+                if "id" not in bar:
+                    bar["id"] = p.add_task("training", total=total, loss="-")
+                p.update(bar["id"], completed=step, loss=f"{loss:.4f}")
+
+            def log(msg: str) -> None:
+                if not as_json:
+                    p.console.print(msg, highlight=False, soft_wrap=True, markup=False)
+
+            req = UpdateRequest(gen=gen, backend=backend, from_jobs=list(from_job or []), objective=objective,
+                                out=out, command=command, steps=steps, load=load, log=log, progress=progress)
+            o = run_update(req, workspace_root(ctx))
+        if as_json:
+            print_json(o.as_json())
+            return
+        t = Table(title=f"update {o.run_id} ({o.generation}, backend {o.backend}, objective {o.objective})")
+        t.add_column("figure")
+        t.add_column("value")
+        t.add_row("serving config", f"{o.config['name']} ({o.config['digest'][:12]}), {o.config['source']}")
+        s = o.selection
+        t.add_row("trajectories", f"{s['usable']} usable, {s['accepted']} accepted, {s['excluded']} excluded")
+        t.add_row("refused (train/serve mismatch etc.)", ", ".join(f"{k} {v}" for k, v in o.refused.items()) or "none")
+        t.add_row("groups", f"{s['groups_with_signal']}/{s['groups']} with policy-gradient signal")
+        t.add_row("dataset", f"{o.dataset['path']} (sha256 {o.dataset['digest'][:12]})")
+        tr = o.training
+        if tr:
+            t.add_row("training", f"{tr.get('steps', 0)} steps, loss {tr.get('loss_first', '-')} -> "
+                                  f"{tr.get('loss_last', '-')}, {tr.get('wall_sec', '-')} s")
+            if "logprob_before" in tr:
+                t.add_row("mean logprob (accepted)", f"{tr['logprob_before']:.4f} -> {tr['logprob_after']:.4f}")
+        if o.adapter:
+            a = o.adapter
+            t.add_row("adapter", f"{a['serve_name']} at {a['path']} "
+                                 f"({a['bytes'] / 1e6:.2f} MB, sha256 {a['sha256'][:12]})")
+            t.add_row("endpoint", "loaded" if o.loaded.get("loaded") else str(o.loaded.get("note", "not loaded")))
+        t.add_row("candidate", f"{o.candidate} ({o.manifest_path})" if o.candidate else "none (export only)")
+        console.print(t)

@@ -1,0 +1,298 @@
+"""Update (`rsi update`): accepted trajectories -> training backend -> new LoRA revision -> candidate.
+
+1. **serving config**: the config `rsi expand` adopted for the generation (newest expand job, or the
+   one named with --from-job), else the generation's own config. The candidate is served with it.
+2. **trials**: the generation's harness trials as `update` may read them (holdout sealed in SQL),
+   from the named jobs and their child jobs when --from-job is given; each must have run under the
+   serving config (rsi.loop.update_data.ConfigGate) or it is refused with the reason.
+3. **selection** (rsi.core.training.select) -> **dataset** (rsi.train.dataset) -> **backend**.
+4. **candidate**: the adapter is checked (rsi.train.peft_dir), copied to
+   `adapters/<lineage>/g<N>-<sha8>/`, loaded into the running endpoint under its new serve name
+   `<lineage>-g<N>-<sha8>` (when one runs), and only then is the candidate generation registered (DB +
+   `generations/gen-NNNN.yaml`). A backend that fails, an adapter that fails its check or that the
+   endpoint refuses: the run is recorded as failed and no candidate is left behind.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rsi.core.errors import ConfigError, InputError, RsiError
+from rsi.core.generation import AdapterRef, GenerationManifest, GenerationState, HarnessRef, Provenance, generation_id
+from rsi.core.harness_config import HarnessConfig
+from rsi.core.training import OBJECTIVES, TrainSettings, select
+from rsi.loop.context import WorkspaceContext
+from rsi.loop.update_data import ConfigGate, LoadedTrial, dataset_line, load_trial
+from rsi.store.files import write_yaml_model
+from rsi.train.backends import BACKENDS, Log, Progress, TrainError, TrainRequest, TrainResult
+from rsi.train.dataset import write_dataset
+from rsi.train.peft_dir import AdapterCheckError, AdapterInfo, check_peft_dir
+
+
+class UpdateFailed(RsiError):
+    exit_code = 1
+
+
+@dataclass
+class UpdateRequest:
+    gen: str | None = None
+    backend: str = "local"
+    from_jobs: list[str] = field(default_factory=list)
+    objective: str = "sft+pg"
+    out: Path | None = None
+    command: str | None = None
+    steps: int | None = None
+    load: bool = True  # load the adapter into the running endpoint
+    log: Log = lambda _m: None  # noqa: E731
+    progress: Progress | None = None
+
+
+@dataclass
+class UpdateOutcome:
+    run_id: str
+    generation: str
+    backend: str
+    objective: str
+    config: dict[str, Any]
+    dataset: dict[str, Any]
+    selection: dict[str, Any]
+    refused: dict[str, int]
+    candidate: str | None = None
+    adapter: dict[str, Any] | None = None
+    training: dict[str, Any] = field(default_factory=dict)
+    loaded: dict[str, Any] = field(default_factory=dict)
+    manifest_path: str | None = None
+    wall_sec: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def serving_config(ctx: WorkspaceContext, gen: GenerationManifest,
+                   from_jobs: list[str]) -> tuple[HarnessConfig, str, str]:
+    """(config, digest, where it came from): the adopted config of the newest expand job, else the generation's."""
+    store = ctx.store
+    expands = [j for j in store.jobs_of(kind="expand", generation=gen.id) if not from_jobs or j.id in from_jobs]
+    by_name: dict[str, list[Any]] = {}
+    for row in store.list_configs():
+        by_name.setdefault(row.name, []).append(row)
+    for job in reversed(expands):
+        name = f"{gen.harness_config.name}-{job.id.split('-')[-1]}"
+        rows = by_name.get(name)
+        if rows:
+            digest = rows[-1].digest
+            return ctx.config_by_digest(digest), digest, f"adopted by expand job {job.id}"
+    return ctx.harness_config_for(gen), gen.harness_config.digest, f"{gen.id}'s own config (no adopted config)"
+
+
+def _job_ids(ctx: WorkspaceContext, from_jobs: list[str]) -> set[str] | None:
+    if not from_jobs:
+        return None
+    for j in from_jobs:
+        ctx.store.get_job(j)  # NotFoundError names it
+    ids, frontier = set(from_jobs), list(from_jobs)
+    while frontier:
+        children = [c.id for c in ctx.store.jobs_of(parents=frontier)]
+        frontier = [c for c in children if c not in ids]
+        ids.update(frontier)
+    return ids
+
+
+def next_generation_id(ctx: WorkspaceContext) -> str:
+    nums = [int(g.id.split("-")[-1]) for g in ctx.store.list_generations() if g.id.split("-")[-1].isdigit()]
+    return generation_id(max(nums, default=-1) + 1)
+
+
+def _base_model_dir(ctx: WorkspaceContext) -> Path:
+    from rsi.models.embedded import DEFAULT_MODEL_ID
+    from rsi.models.server.model_files import resolve_model
+
+    spec = ctx.settings.base_model
+    return resolve_model(None if spec == DEFAULT_MODEL_ID else spec)[0]
+
+
+def _load_into_endpoint(ctx: WorkspaceContext, cfg: HarnessConfig, m: GenerationManifest) -> dict[str, Any]:
+    """Load the candidate's adapter into the endpoint if one answers; a refusal is an error."""
+    from rsi.models.adapters import ensure_adapters
+    from rsi.models.client import ChatClient, ModelRequestError
+    from rsi.models.embedded import resolve_endpoint
+
+    url = resolve_endpoint(cfg.model.endpoint)
+    with ChatClient(url, max_attempts=1) as probe:
+        if not probe.healthy():
+            return {"loaded": False, "endpoint": url,
+                    "note": "no server answers there; it is loaded when the endpoint next runs this generation"}
+    t0 = time.monotonic()
+    try:
+        names = ensure_adapters(url, [m], ctx.ws.root)
+    except (ModelRequestError, ConfigError) as e:
+        raise UpdateFailed(f"the endpoint {url} refused the new adapter: {e}") from e
+    return {"loaded": True, "endpoint": url, "serve_names": names, "load_sec": round(time.monotonic() - t0, 3)}
+
+
+def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
+    t0 = time.monotonic()
+    if req.objective not in OBJECTIVES:
+        raise InputError("--objective", None, f"'{req.objective}' is not one of {', '.join(OBJECTIVES)}")
+    backend = BACKENDS.create(req.backend)
+    ctx = WorkspaceContext.open(root)
+    store, contract, settings = ctx.store, ctx.contract, ctx.settings.train
+    if req.steps is not None:
+        settings = settings.model_copy(update={"steps": req.steps})
+    gen = ctx.generation(req.gen)
+    cfg, cfg_digest, cfg_source = serving_config(ctx, gen, req.from_jobs)
+    req.log(f"serving config: {cfg.name} ({cfg_digest[:12]}), {cfg_source}")
+    jobs = _job_ids(ctx, req.from_jobs)
+    gate = ConfigGate(ctx, gen.id, cfg, cfg_digest)
+    max_turns = min(cfg.loop.max_turns, contract.limits.max_turns)
+
+    loaded: dict[str, LoadedTrial] = {}
+    refusals: dict[str, str] = {}
+    for row in store.outcomes("update", generation=gen.id, agent="harness"):
+        if jobs is not None and row.job_id not in jobs:
+            continue
+        why = gate.refusal(row)
+        got: LoadedTrial | str = why if why is not None else load_trial(row, ctx.ws.root, max_turns)
+        if isinstance(got, str):
+            refusals[row.id] = got
+        else:
+            loaded[row.id] = got
+    refused_counts: dict[str, int] = {}
+    for why in refusals.values():
+        refused_counts[why.split(":")[0]] = refused_counts.get(why.split(":")[0], 0) + 1
+    if not loaded:
+        detail = next(iter(refusals.values()), "no finished harness trials of this generation")
+        raise ConfigError(f"rsi update: no trajectory of {gen.id} can train a candidate served with "
+                          f"{cfg.name} ({cfg_digest[:12]}); {len(refusals)} refused, e.g. {detail}")
+    sel = select([t.record for t in loaded.values()], contract, normalize_std=settings.normalize_std)
+    accepted = set(sel.accepted)
+    lines = [
+        dataset_line(loaded[r.trial_id], accepted=r.trial_id in accepted, group_id=sel.group_of[r.trial_id],
+                     sample_index=sel.sample_index[r.trial_id], advantage=sel.advantages[r.trial_id],
+                     serving_digest=cfg_digest)
+        for r in sel.usable
+    ]
+    run_id = f"upd-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+    out_dir = req.out or (ctx.ws.state_dir / "updates" / run_id)
+    counts = sel.counts()
+    info = write_dataset(out_dir / "dataset", lines, {"selection": counts, "refused": refused_counts})
+    req.log(f"dataset: {info.counts['trajectories']} trajectories ({len(accepted)} accepted), "
+            f"{counts['groups_with_signal']}/{counts['groups']} groups with signal -> {info.path}")
+    params = {"settings": settings.model_dump(mode="json"), "from_jobs": req.from_jobs, "out": str(out_dir),
+              "command": req.command}
+    store.start_training_run(run_id, generation=gen.id, backend=req.backend, objective=req.objective,
+                             config_digest=cfg_digest, dataset_path=str(info.path), dataset_digest=info.digest,
+                             params=params, metrics={"dataset": info.counts})
+    outcome = UpdateOutcome(
+        run_id=run_id, generation=gen.id, backend=req.backend, objective=req.objective,
+        config={"name": cfg.name, "digest": cfg_digest, "source": cfg_source},
+        dataset={"path": str(info.path), "digest": info.digest, "counts": info.counts},
+        selection=counts, refused=refused_counts,
+    )
+    try:
+        parent = gen.adapters.get(settings.lineage)
+        base_dir = _base_model_dir(ctx) if req.backend == "local" else None
+        treq = TrainRequest(
+            dataset=info.path, output_dir=out_dir / "adapter", base_model=gen.base_model.id,
+            objective=req.objective, settings=settings, base_model_dir=base_dir,
+            parent_adapter=(ctx.ws.resolve(parent.path) if parent else None), log=req.log, progress=req.progress,
+            command=req.command,
+        )
+        result = backend.train(treq)
+        outcome.training = {"steps": result.steps, **_loss_summary(result), **result.metrics}
+        if result.adapter_dir is None:
+            outcome.wall_sec = round(time.monotonic() - t0, 2)
+            store.finish_training_run(run_id, status="done", metrics={"training": outcome.training})
+            return outcome
+        aliases = tuple(str(p) for p in (base_dir,) if p is not None)
+        adapter = check_peft_dir(result.adapter_dir, gen.base_model.id, aliases)
+        _register_candidate(ctx, req, gen, cfg, cfg_digest, info.digest, adapter, result, outcome, settings)
+    except (TrainError, AdapterCheckError, UpdateFailed) as e:
+        store.finish_training_run(run_id, status="failed", error=str(e), metrics={"training": outcome.training})
+        raise UpdateFailed(f"rsi update {run_id} failed, no candidate registered: {e}") from e
+    except BaseException as e:
+        store.finish_training_run(run_id, status="failed", error=f"{type(e).__name__}: {e}")
+        raise
+    outcome.wall_sec = round(time.monotonic() - t0, 2)
+    return outcome
+
+
+def _loss_summary(result: TrainResult) -> dict[str, Any]:
+    ls = result.losses
+    if not ls:
+        return {}
+    return {"loss_first": round(ls[0], 6), "loss_last": round(ls[-1], 6), "loss_min": round(min(ls), 6),
+            "loss_curve": [round(x, 6) for x in ls]}
+
+
+def _register_candidate(ctx: WorkspaceContext, req: UpdateRequest, gen: GenerationManifest, cfg: HarnessConfig,
+                        cfg_digest: str, dataset_digest: str, adapter: AdapterInfo, result: TrainResult,
+                        outcome: UpdateOutcome, settings: TrainSettings) -> None:
+    lineage = settings.lineage
+    store = ctx.store
+    new_id = next_generation_id(ctx)
+    n = new_id.split("-")[-1]
+    sha8 = adapter.sha256[:8]
+    serve_name = f"{lineage}-g{n}-{sha8}"
+    used = {ref.serve_name for g in store.list_generations() for ref in g.adapters.values()}
+    if serve_name in used:  # never reuse a serve name (the endpoint keys its prefix cache on it)
+        raise UpdateFailed(f"serve name {serve_name} is already taken")
+    rel = Path("adapters") / lineage / f"g{n}-{sha8}"
+    dest = ctx.ws.root / rel
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(adapter.path, dest)
+    adapters = {lineage: AdapterRef(path=str(rel), sha256=adapter.sha256, serve_name=serve_name)}
+    training = {"run": outcome.run_id, "backend": req.backend, "objective": req.objective,
+                "dataset_digest": dataset_digest, "steps": result.steps,
+                "hyperparameters": settings.model_dump(mode="json"), "dataset": outcome.dataset["counts"],
+                **{k: v for k, v in outcome.training.items() if k != "loss_curve"}}
+    expand_jobs = [j.id for j in store.jobs_of(kind="expand", generation=gen.id)
+                   if not req.from_jobs or j.id in req.from_jobs]
+    m = GenerationManifest(
+        id=new_id, parent=gen.id, state=GenerationState.CANDIDATE, contract=ctx.contract.hcp,
+        base_model=gen.base_model, adapters=adapters, harness_config=HarnessRef(name=cfg.name, digest=cfg_digest),
+        provenance=Provenance(discover_jobs=list(gen.provenance.discover_jobs), expand_jobs=expand_jobs,
+                              training_run=outcome.run_id, dataset_digest=dataset_digest, training=training),
+        metrics=_metrics(outcome, adapter),
+    )
+    try:
+        outcome.loaded = _load_into_endpoint(ctx, cfg, m) if req.load else {"loaded": False, "note": "--no-load"}
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    path = ctx.ws.generations_dir / f"{new_id}.yaml"
+    write_yaml_model(path, m)
+    store.put_generation(m)
+    outcome.candidate, outcome.manifest_path = new_id, str(path)
+    outcome.adapter = {"path": str(rel), "sha256": adapter.sha256, "bytes": adapter.bytes, "serve_name": serve_name,
+                       "rank": adapter.rank, "alpha": adapter.alpha, "target_modules": adapter.target_modules}
+    store.finish_training_run(outcome.run_id, status="done", candidate=new_id, adapter_path=str(rel),
+                              adapter_sha256=adapter.sha256, serve_name=serve_name,
+                              metrics={"training": outcome.training, "adapter_bytes": adapter.bytes,
+                                       "loaded": outcome.loaded, "selection": outcome.selection})
+
+
+def _metrics(outcome: UpdateOutcome, adapter: AdapterInfo) -> dict[str, float]:
+    c, t = outcome.dataset["counts"], outcome.training
+    out: dict[str, float] = {
+        "train_trajectories": float(c.get("trajectories", 0)),
+        "train_accepted": float(c.get("accepted", 0)),
+        "train_groups_with_signal": float(outcome.selection.get("groups_with_signal", 0)),
+        "train_steps": float(t.get("steps", 0)),
+        "adapter_bytes": float(adapter.bytes),
+    }
+    for k in ("wall_sec", "logprob_before", "logprob_after", "logprob_delta", "loss_first", "loss_last"):
+        if isinstance(t.get(k), int | float):
+            out[f"train_{k}"] = float(t[k])
+    return out
+
+
+__all__ = ["UpdateFailed", "UpdateOutcome", "UpdateRequest", "next_generation_id", "run_update", "serving_config"]
