@@ -42,6 +42,7 @@ REJECT_REASONS: dict[str, str] = {
     "above_band": "the current generation already solves it more often than the band allows",
     "below_band": "the current generation solves it less often than the band requires",
     "duplicate_digest": "an identical task is already in the pool",
+    "name_taken": "a different task with the same name is already in tasks/",
 }
 
 

@@ -112,6 +112,8 @@ def _resolve(ctx: WorkspaceContext, req: DiscoverRequest) -> tuple[DiscoverReque
         raise InputError("--n", None, "must be at least 1")
     if req.budget is not None and req.budget <= 0:
         raise InputError("--budget", None, "must be more than 0")
+    if req.concurrency < 1:
+        raise InputError("--concurrency", None, "must be at least 1")
     if req.resume:
         job = ctx.store.get_job(req.resume)
         if job.kind != "discover":
@@ -352,6 +354,8 @@ def _candidate(ctx: WorkspaceContext, job_id: str, gname: str, greq: GenRequest,
         return _reject(ctx, row, "no_known_wrong", "the generator wrote no known-wrong solution")
     if task.digest in digests:
         return _reject(ctx, row, "duplicate_digest", f"digest {task.digest[:12]} is already in the pool")
+    if (ctx.ws.tasks_dir / name).exists():
+        return _reject(ctx, row, "name_taken", f"{ctx.ws.tasks_dir / name} exists with other content")
     near = nearest_duplicate(task.instruction, {k: v for k, v in known.items() if k != name})
     if near is not None and near[1] >= contract.discovery.near_duplicate_threshold:
         return _reject(ctx, row, "near_duplicate", f"{near[1]:.2f} similar to {near[0]} (threshold "
