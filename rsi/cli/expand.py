@@ -97,8 +97,11 @@ def render(out: ExpandOutcome) -> None:
     t.add_row("best single config", f"{s.label}: {s.tasks_solved}/{out.tasks} tasks, pass rate {_pct(s.rate)} "
                                     f"[{_pct(s.ci[0])}, {_pct(s.ci[1])}] (Wilson 95%)")
     a = out.adopted
-    diff = "; ".join(f"{d['path']}: {d['from']!r} -> {d['to']!r}" for d in a["diff"]) or "no change"
-    t.add_row("adopted", f"{a['name']} ({a['digest'][:12]}) at {a['path']}: {diff}")
+    if a.get("new", True):
+        diff = "; ".join(f"{d['path']}: {d['from']!r} -> {d['to']!r}" for d in a["diff"]) or "no change"
+        t.add_row("adopted", f"{a['name']} ({a['digest'][:12]}) at {a['path']}: {diff}")
+    else:
+        t.add_row("adopted", f"none: no candidate beat the baseline; {a['name']} ({a['digest'][:12]}) stays")
     t.add_row("attribution", ", ".join(f"{k} {v}" for k, v in out.attribution.items()))
     spent = out.budget["spent"]
     t.add_row("budget", f"{spent.get('all', 0):g} of {out.budget['limit']:g} {out.budget['unit']} ("

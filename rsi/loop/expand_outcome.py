@@ -1,8 +1,10 @@
 """Expansion's preflight estimate and its outcome: coverage, best single config, adopted config.
 
-The adopted config (the best single config with no verified regression against the baseline, or
-the baseline itself when nothing beat it) is written to `harness_configs/<base>-<job>.yaml` under
+The adopted config (the best single config with no verified regression against the baseline, and
+more train tasks solved than the baseline) is written to `harness_configs/<base>-<job>.yaml` under
 that new name, with its digest, parent digest and the expand job in a header, and stored by digest.
+When no candidate beats the baseline nothing is written: the outcome says so, and its adopted digest
+is the baseline's own.
 """
 
 from __future__ import annotations
@@ -26,13 +28,23 @@ FALLBACK = {"tokens": 2000.0, "minutes": 0.5}  # per harness trial when this gen
 
 @dataclass
 class Preflight:
+    """The plan in the budget's unit. Per-trial figures come from this generation's recorded trials:
+    harness trials for the baseline and the search (`tokens`: prompt + completion; `minutes`: t_total),
+    oracle and nop trials for the attribution controls (`minutes` only: they call no model, so they cost
+    no tokens). Without a record the harness figure is FALLBACK and the controls are costed like a
+    harness trial (an upper bound: they skip the model); `describe` says which figures are fallbacks."""
+
     unit: str
     limit: float
     baseline_trials: int
     reused: int
     control_trials: int
     per_trial: float
-    estimated: bool  # True: no recorded trials of this generation, a fallback figure
+    estimated: bool  # True: no recorded harness trials of this generation, a fallback figure
+    per_control: float = 1.0  # per oracle/nop trial, in the unit
+    control_estimated: bool = False  # True: no recorded oracle/nop trials, the harness figure stands in
+    recorded: int = 0  # harness trials the per-trial figure is the mean of
+    recorded_controls: int = 0
 
     @property
     def baseline_cost(self) -> float:
@@ -40,16 +52,23 @@ class Preflight:
 
     @property
     def control_cost(self) -> float:
-        return self.control_trials * (1.0 if self.unit == "trials" else 0.0 if self.unit == "tokens"
-                                      else self.per_trial / 3)
+        return self.control_trials * self.per_control
 
     def describe(self) -> str:
         left = self.limit - self.baseline_cost - self.control_cost
-        how = "fallback estimate" if self.estimated else "from recorded trials"
+        if self.unit == "trials":
+            how = "1 per trial"
+        else:
+            how = (f"{self.per_trial:.3g} {self.unit} per harness trial, "
+                   + ("fallback estimate (no recorded harness trial of this generation)" if self.estimated
+                      else f"mean of {self.recorded} recorded harness trial(s)"))
+            if self.unit == "minutes":
+                how += (f"; {self.per_control:.3g} per oracle/nop trial, "
+                        + ("as a harness trial (none recorded)" if self.control_estimated
+                           else f"mean of {self.recorded_controls} recorded"))
         return (f"plan: baseline {self.baseline_trials} trial(s) ({self.reused} reused) ~{self.baseline_cost:.4g} "
                 f"{self.unit}; attribution controls up to {self.control_trials} trial(s) ~{self.control_cost:.4g}; "
-                f"search ~{max(left, 0):.4g} {self.unit} of {self.limit:g} ({self.per_trial:.3g} {self.unit} "
-                f"per harness trial, {how})")
+                f"search ~{max(left, 0):.4g} {self.unit} of {self.limit:g} ({how})")
 
 
 def preflight(ctx: WorkspaceContext, gen: str, pool: Pool, attempts: int, unit: str, limit: float) -> Preflight:
@@ -58,16 +77,24 @@ def preflight(ctx: WorkspaceContext, gen: str, pool: Pool, attempts: int, unit: 
     new = len(pool.names) * attempts - reused
     solved = {n for n in pool.names if any(t.passed for t in book.counted(BASELINE, n))}
     controls = (len(pool.names) - len(solved)) * (ctx.contract.attribution.oracle_reruns + 1)
-    rows = [t for t in ctx.store.outcomes("expand", generation=gen, agent="harness") if not is_infra(t.error_type)]
     if unit == "trials":
-        per, est = 1.0, False
-    elif rows:
+        return Preflight(unit, limit, new, reused, controls, 1.0, False, per_control=1.0)
+
+    def done(agent: str) -> list[Any]:
+        return [t for t in ctx.store.outcomes("expand", generation=gen, agent=agent) if not is_infra(t.error_type)]
+
+    rows = done("harness")
+    if rows:
         per = (sum(t.prompt_tokens + t.completion_tokens for t in rows) / len(rows) if unit == "tokens"
                else sum(t.t_total for t in rows) / len(rows) / 60.0)
-        est = False
     else:
-        per, est = FALLBACK[unit], True
-    return Preflight(unit, limit, new, reused, controls, per, est)
+        per = FALLBACK[unit]
+    if unit == "tokens":
+        return Preflight(unit, limit, new, reused, controls, per, not rows, per_control=0.0, recorded=len(rows))
+    ctl = done("oracle") + done("nop")
+    per_ctl = sum(t.t_total for t in ctl) / len(ctl) / 60.0 if ctl else per
+    return Preflight(unit, limit, new, reused, controls, per, not rows, per_control=per_ctl,
+                     control_estimated=not ctl, recorded=len(rows), recorded_controls=len(ctl))
 
 
 @dataclass
@@ -140,7 +167,17 @@ def write_adopted(ctx: WorkspaceContext, job_id: str, base: HarnessConfig, cfg: 
             f"# digest {digest}\n# parent {parent}\n")
     write_atomic(path, head + adopted.canonical_yaml())
     return {"label": label, "name": name, "path": str(path), "digest": digest, "origin": origin,
-            "behaviour_digest": cfg.digest(), "diff": config_diff(base, adopted)}
+            "behaviour_digest": cfg.digest(), "diff": config_diff(base, adopted), "new": True, "note": None}
+
+
+def kept_baseline(ctx: WorkspaceContext, base: ArmPlan, base_digest: str) -> dict[str, Any]:
+    """No candidate beat the baseline: nothing is adopted, no file is written, and the generation's
+    own config (same digest) stays what the next step serves."""
+    assert base.config is not None
+    path = ctx.harness_config_path(base.generation.harness_config.name)
+    return {"label": BASELINE, "name": base.config.name, "path": str(path) if path.is_file() else None,
+            "digest": base_digest, "origin": "baseline", "behaviour_digest": base_digest, "diff": [],
+            "new": False, "note": "no candidate beat the baseline; the generation keeps its own config"}
 
 
 def build_outcome(ctx: WorkspaceContext, job_id: str, gen: GenerationManifest, base: ArmPlan, pool: Pool,
@@ -154,11 +191,10 @@ def build_outcome(ctx: WorkspaceContext, job_id: str, gen: GenerationManifest, b
     assert base.config is not None
     adopted_label = o.adopted
     if adopted_label == BASELINE:
-        adopted_cfg, origin = base.config, "file"
+        adopted = kept_baseline(ctx, base, pool.base_digest)
     else:
         adopted_cfg, origin = ctx.config_by_digest(digest_of[adopted_label]), rows[adopted_label].origin
-    adopted = write_adopted(ctx, job_id, base.config, adopted_cfg, adopted_label, origin, pool.base_digest)
-    if adopted_label != BASELINE:
+        adopted = write_adopted(ctx, job_id, base.config, adopted_cfg, adopted_label, origin, pool.base_digest)
         store.update_search_candidate(job_id, adopted_label, state="adopted")
     counts = {k: 0 for k in ("model", "task", "config", "infra")}
     names = set(pool.names)

@@ -16,7 +16,9 @@ from benchmarks.policy_server import CONFIG, Policy, rule_for, serve
 from rsi.core.errors import ConfigError, InputError
 from rsi.exec.trial import TrialEnv
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.expand import ExpandRequest, expand
+from rsi.loop.expand import ExpandRequest, expand, pool_tasks
+from rsi.loop.expand_evidence import Pool
+from rsi.loop.expand_outcome import FALLBACK, preflight
 from rsi.loop.init import init_workspace
 from rsi.sandbox.fake import FakeSandboxProvider
 from rsi.store.tables import JobRow
@@ -28,7 +30,8 @@ RULES = {"easy": {}, "cold": rule_for({"temperature": 0.2}), "long": rule_for({"
 
 class ScriptedReflector:
     def __init__(self, answers: list[str]) -> None:
-        self.answers, self.prompts = answers, []  # type: list[str]
+        self.answers = answers
+        self.prompts: list[str] = []
 
     def propose(self, prompt: str, seed: int) -> str:
         self.prompts.append(prompt)
@@ -131,6 +134,7 @@ def test_resume_after_kill_records_every_trial_once(ctx: WorkspaceContext, provi
     # what a kill -9 leaves: the expand job 'running' with no owner
     with ctx.store.session() as s:
         job = s.get(JobRow, out.job_id)
+        assert job is not None
         job.status, job.owner_pid = "running", None
         s.add(job)
         s.commit()
@@ -176,3 +180,34 @@ def test_adopted_config_loads_back(ctx: WorkspaceContext, provider: FakeSandboxP
     out = expand(ctx, _req(provider))
     data = yaml.safe_load(Path(out.adopted["path"]).read_text())
     assert data["name"] == out.adopted["name"] != "policy"
+
+
+def test_no_gain_keeps_the_baseline_and_writes_no_file(ctx: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    before = sorted(p.name for p in ctx.ws.harness_configs_dir.iterdir())
+    out = expand(ctx, _req(provider, tasks="[en]*"))  # easy (the baseline solves it) and never (nothing does)
+    assert not out.interrupted, out.reason
+    assert out.coverage["solved"] == 1 and out.baseline.tasks_solved == 1
+    base = ctx.generation("gen-0000").harness_config
+    assert out.adopted["new"] is False and out.adopted["digest"] == base.digest and out.adopted["diff"] == []
+    assert "no candidate beat the baseline" in out.adopted["note"]
+    assert sorted(p.name for p in ctx.ws.harness_configs_dir.iterdir()) == before
+    assert not [c for c in ctx.store.search_candidates(out.job_id) if c.state == "adopted"]
+
+
+def test_preflight_minutes_come_from_recorded_trials(ctx: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    gen = ctx.generation("gen-0000")
+    pool = Pool(tasks=pool_tasks(ctx, None), base_digest=gen.harness_config.digest)
+    pre = preflight(ctx, gen.id, pool, 1, "minutes", 10)
+    assert pre.estimated and pre.per_trial == FALLBACK["minutes"]
+    assert pre.control_estimated and pre.per_control == pre.per_trial  # controls costed like a harness trial
+    assert "fallback estimate" in pre.describe()
+    expand(ctx, _req(provider, budget=12))  # the baseline (5 trials) and some oracle/nop controls
+    rows = ctx.store.outcomes("expand", generation=gen.id, agent="harness")
+    ctl = [t for a in ("oracle", "nop") for t in ctx.store.outcomes("expand", generation=gen.id, agent=a)]
+    assert rows and ctl
+    pre = preflight(ctx, gen.id, pool, 1, "minutes", 10)
+    assert not pre.estimated and pre.recorded == len(rows)
+    assert pre.per_trial == pytest.approx(sum(t.t_total for t in rows) / len(rows) / 60)
+    assert not pre.control_estimated and pre.per_control == pytest.approx(sum(t.t_total for t in ctl) / len(ctl) / 60)
+    assert f"mean of {len(rows)} recorded harness trial(s)" in pre.describe()
+    assert pre.baseline_trials == 0 and pre.reused == 5  # the baseline is recorded: nothing left to pay
