@@ -14,6 +14,7 @@ import yaml
 
 from benchmarks.policy_server import CONFIG, Policy, rule_for, serve
 from rsi.core.errors import ConfigError, InputError
+from rsi.core.trial import is_infra
 from rsi.exec.trial import TrialEnv
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.expand import ExpandRequest, expand, pool_tasks
@@ -211,3 +212,77 @@ def test_preflight_minutes_come_from_recorded_trials(ctx: WorkspaceContext, prov
     assert not pre.control_estimated and pre.per_control == pytest.approx(sum(t.t_total for t in ctl) / len(ctl) / 60)
     assert f"mean of {len(rows)} recorded harness trial(s)" in pre.describe()
     assert pre.baseline_trials == 0 and pre.reused == 5  # the baseline is recorded: nothing left to pay
+
+
+KILL_SCRIPT = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+from rsi.loop.context import WorkspaceContext
+from rsi.loop.expand import ExpandRequest, expand
+from rsi.sandbox.fake import FakeSandboxProvider
+
+def fast(env):
+    env.retry_wait_initial = 0.01
+
+prov = FakeSandboxProvider(Path({tmp!r}) / "fake")
+ctx = WorkspaceContext.open(Path({root!r}))
+req = ExpandRequest(budget={budget}, attempts=1, concurrency=2, proposals=0, round_size=4, provider=prov,
+                    trial_env_hook=fast, resume={resume!r})
+out = expand(ctx, req)
+print("DONE", out.job_id, out.interrupted, out.trials, out.budget["spent"]["all"], len(prov.live))
+"""
+
+
+def test_kill_9_mid_search_then_resume_records_every_trial_once(
+    ctx: WorkspaceContext, policy: tuple[Policy, str], tmp_path: Path
+) -> None:
+    """A real `kill -9` of a process running expand (fake sandboxes, the policy server slowed to
+    0.3 s a call so a search round is in flight), then `--resume` in a new process."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    policy[0].on_call = lambda n, body: time.sleep(0.3)
+    repo, root = str(Path(__file__).resolve().parents[2]), str(ctx.ws.root)
+
+    def start(resume: str | None, budget: int) -> subprocess.Popen[str]:
+        code = KILL_SCRIPT.format(repo=repo, tmp=str(tmp_path), root=root, resume=resume, budget=budget)
+        return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, "RSI_HOME": root})
+
+    def search_done() -> int:
+        return sum(t.status == "done" for j in ctx.store.list_jobs()
+                   if j.parent_job and str(j.params.get("stage", "")).startswith("search-")
+                   for t in ctx.store.trials(j.id))
+
+    proc = start(None, 40)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and search_done() < 2 and proc.poll() is None:
+        time.sleep(0.1)
+    assert proc.poll() is None, "expand finished before it could be killed: " + proc.communicate()[1][-2000:]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    (job,) = [j for j in ctx.store.list_jobs() if j.kind == "expand"]
+    assert ctx.store.get_job(job.id).status == "running"  # what a kill -9 leaves behind
+    children = {j.id: j.params["stage"] for j in ctx.store.child_jobs(job.id)}
+    planned = {t.id: t.job_id for j in children for t in ctx.store.trials(j)}
+    finished = {t.id: t.finished_at for j in children for t in ctx.store.trials(j) if t.status == "done"}
+    assert any(s.startswith("search-") for s in children.values()) and len(finished) < len(planned)
+
+    again = start(job.id, 40)
+    out, err = again.communicate(timeout=300)
+    assert again.returncode == 0, err[-3000:]
+    done_line = next(line for line in out.splitlines() if line.startswith("DONE")).split()
+    assert done_line[1] == job.id and done_line[5] == "0"  # no sandbox left running
+    trials = [t for j in ctx.store.child_jobs(job.id) for t in ctx.store.trials(j.id)]
+    assert len(trials) == len({t.id for t in trials}) and all(t.status == "done" for t in trials)
+    by_id = {t.id: t for t in trials}
+    assert all(i in by_id and by_id[i].job_id == j for i, j in planned.items())  # each planned trial, once
+    for i, at in finished.items():  # a trial finished before the kill was not run again
+        assert by_id[i].finished_at == at
+    counted = sum(1 for t in trials if not is_infra(t.error_type))
+    assert int(done_line[3]) == counted and float(done_line[4]) == counted <= 40
+    assert ctx.store.get_job(job.id).status in ("done", "interrupted")
