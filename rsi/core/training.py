@@ -48,6 +48,9 @@ class TrainSettings(BaseModel):
     batch_size: int = Field(default=4, gt=0)
     max_seq_len: int = Field(default=2048, gt=0)
     seed: int = 0
+    # CPU threads for the local backend; None = half the cores (a busy 2-core machine runs a 135M
+    # forward+backward ~10x faster on one thread than on two fighting other processes).
+    threads: int | None = Field(default=None, gt=0)
     clip_eps: float = Field(default=0.2, gt=0)
     kl_coef: float = Field(default=0.0, ge=0)
     pg_coef: float = Field(default=1.0, ge=0)

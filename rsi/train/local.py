@@ -1,0 +1,214 @@
+"""The `local` training backend: PEFT LoRA on the frozen base with torch (CPU here, a GPU when there is one).
+
+Samples are policy turns: for every assistant turn of a trajectory after the harness's head, the prompt
+the server saw and the completion it sampled. Where the dataset carries the server's token ids (the
+embedded server returns them; vLLM does with `return_token_ids`), those exact ids are trained on, and
+the trainer's own rendering of the same messages (chat template + tokenizer, as the embedded server
+renders them) is checked against them token for token; a turn where they differ is refused and counted.
+Without token ids the turn is rendered (text-format trajectories only).
+
+Objectives (`sft`, `pg`, `sft+pg`):
+- SFT: mean negative log-likelihood of the accepted trajectories' completion tokens (assistant tokens only);
+- PG: a group-relative policy-gradient step: per completion token, -min(rho * A, clip(rho, 1-eps, 1+eps) * A)
+  with rho = exp(logp - logp_sampling) against the recorded sampling logprobs (the current logprob,
+  detached, where none were recorded), A the trajectory's group advantage; optional KL to the base
+  (the adapter disabled), k3 estimator.
+
+Deterministic on the CPU for a seed (fixed sample order, no dropout by default, deterministic algorithms).
+The base weights are never written: their digest before and after is recorded (`base_unchanged`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rsi.train.backends import TrainError, TrainRequest, TrainResult
+from rsi.train.dataset import DatasetLine, read_dataset
+
+
+@dataclass
+class Sample:
+    prompt: list[int]
+    completion: list[int]
+    old_logprobs: list[float] | None
+    advantage: float
+    accepted: bool
+    trial: str
+
+
+def render_prompt(tok: Any, messages: list[dict[str, Any]]) -> list[int]:
+    """The prompt ids the embedded server builds for text-format messages (chat template, no extra specials)."""
+    msgs = [{"role": m["role"], "content": m.get("content") or ""} for m in messages]
+    text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    return list(tok(text, add_special_tokens=False)["input_ids"])
+
+
+def build_samples(lines: list[DatasetLine], tok: Any, max_len: int) -> tuple[list[Sample], dict[str, int]]:
+    """Samples of every policy turn, and counts: turns, token-checked, equal, refused (mismatch), too long."""
+    stats = {"turns": 0, "token_checked": 0, "token_equal": 0, "token_mismatch": 0, "too_long": 0,
+             "no_tokens_tool_calls": 0}
+    end_id = tok.convert_tokens_to_ids("<|im_end|>")
+    out: list[Sample] = []
+    for ln in lines:
+        turn_idx = [i for i, m in enumerate(ln.messages) if i >= ln.prompt_messages and m["role"] == "assistant"]
+        tokens = ln.tokens if ln.tokens and len(ln.tokens) == len(turn_idx) else None
+        textual = not ln.tools and not any(m.get("tool_calls") for m in ln.messages)
+        for k, i in enumerate(turn_idx):
+            stats["turns"] += 1
+            old: list[float] | None = None
+            if tokens is not None:
+                prompt = [int(x) for x in tokens[k]["prompt_token_ids"]]
+                completion = [int(x) for x in tokens[k]["completion_token_ids"]]
+                lp = tokens[k].get("logprobs")
+                old = [float(x) for x in lp] if lp and len(lp) == len(completion) else None
+                if textual:
+                    stats["token_checked"] += 1
+                    if render_prompt(tok, ln.messages[:i]) != prompt:
+                        stats["token_mismatch"] += 1
+                        continue
+                    stats["token_equal"] += 1
+            elif textual:
+                prompt = render_prompt(tok, ln.messages[:i])
+                completion = list(tok(ln.messages[i].get("content") or "", add_special_tokens=False)["input_ids"])
+                completion.append(int(end_id))
+            else:
+                stats["no_tokens_tool_calls"] += 1
+                continue
+            if not completion:
+                continue
+            if len(prompt) + len(completion) > max_len:
+                stats["too_long"] += 1
+                continue
+            out.append(Sample(prompt, completion, old, ln.advantage, ln.accepted,
+                              str(ln.provenance.get("trial_id", ""))))
+    return out, stats
+
+
+def _base_digest(model: Any) -> str:
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        if "lora_" in name:
+            continue
+        h.update(name.replace("base_model.model.", "").replace(".base_layer", "").encode())
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+class LocalBackend:
+    name = "local"
+
+    def train(self, req: TrainRequest) -> TrainResult:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import torch
+        from peft import LoraConfig, PeftModel, get_peft_model
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if req.base_model_dir is None:
+            raise TrainError("the local backend needs the base model as a transformers directory")
+        t0 = time.monotonic()
+        s = req.settings
+        torch.manual_seed(s.seed)
+        torch.set_num_threads(s.threads or max(1, (os.cpu_count() or 2) // 2))
+        torch.use_deterministic_algorithms(True)
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        tok = AutoTokenizer.from_pretrained(str(req.base_model_dir))
+        base = AutoModelForCausalLM.from_pretrained(str(req.base_model_dir), dtype=torch.float32).to(device)
+        base_before = _base_digest(base)
+        if req.parent_adapter is not None:
+            model = PeftModel.from_pretrained(base, str(req.parent_adapter), is_trainable=True)
+        else:
+            cfg = LoraConfig(r=s.rank, lora_alpha=s.alpha, lora_dropout=s.dropout, target_modules=s.target_modules,
+                             bias="none", task_type="CAUSAL_LM")
+            model = get_peft_model(base, cfg)
+        samples, stats = build_samples(read_dataset(req.dataset), tok, s.max_seq_len)
+        req.log(f"samples: {len(samples)} policy turns ({stats})")
+        want_sft, want_pg = "sft" in req.objective, "pg" in req.objective
+        sft = [x for x in samples if x.accepted] if want_sft else []
+        pg = [x for x in samples if x.advantage != 0.0] if want_pg else []
+        pool = sft + [x for x in pg if not (want_sft and x.accepted)]
+        if not pool:
+            raise TrainError(f"nothing to train on for objective {req.objective}: {len(samples)} samples, "
+                             f"{sum(x.accepted for x in samples)} accepted, "
+                             f"{sum(x.advantage != 0 for x in samples)} with a non-zero advantage ({stats})")
+        evaluate = [x for x in samples if x.accepted] or pool
+
+        def logps(x: Sample) -> Any:
+            ids = torch.tensor([x.prompt + x.completion], device=device)
+            logits = model(input_ids=ids).logits[0, len(x.prompt) - 1 : -1].float()
+            lp = torch.log_softmax(logits, dim=-1)
+            return lp.gather(1, torch.tensor(x.completion, device=device)[:, None])[:, 0]
+
+        def mean_logprob() -> float:
+            model.eval()
+            with torch.no_grad():
+                vals = [float(logps(x).mean()) for x in evaluate]
+            model.train()
+            return sum(vals) / len(vals)
+
+        before = mean_logprob()
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=s.learning_rate, weight_decay=0.0)
+        rng = random.Random(s.seed)
+        order: list[Sample] = []
+        losses: list[float] = []
+        sft_ids, pg_ids = {id(x) for x in sft}, {id(x) for x in pg}
+        model.train()
+        for step in range(s.steps):
+            batch = []
+            for _ in range(min(s.batch_size, len(pool))):
+                if not order:
+                    order = list(pool)
+                    rng.shuffle(order)
+                batch.append(order.pop())
+            opt.zero_grad()
+            total = 0.0
+            for x in batch:
+                lp = logps(x)
+                loss = lp.new_zeros(())
+                if id(x) in sft_ids:
+                    loss = loss - lp.mean()
+                if id(x) in pg_ids:
+                    old = torch.tensor(x.old_logprobs, device=device) if x.old_logprobs else lp.detach()
+                    ratio = torch.exp(lp - old)
+                    a = float(x.advantage)
+                    surr = torch.minimum(ratio * a, torch.clamp(ratio, 1 - s.clip_eps, 1 + s.clip_eps) * a)
+                    term = -surr.mean()
+                    if s.kl_coef > 0:
+                        with torch.no_grad(), model.disable_adapter():
+                            ref = logps(x)
+                        d = ref - lp
+                        term = term + s.kl_coef * (torch.exp(d) - d - 1).mean()
+                    loss = loss + s.pg_coef * term
+                (loss / len(batch)).backward()
+                total += float(loss.detach()) / len(batch)
+            opt.step()
+            losses.append(total)
+            if req.progress is not None:
+                req.progress(step + 1, s.steps, total)
+        after = mean_logprob()
+        base_after = _base_digest(model.get_base_model())
+        if base_after != base_before:
+            raise TrainError("the base weights changed during training (only the adapter may)")
+        req.output_dir.mkdir(parents=True, exist_ok=True)
+        for c in model.peft_config.values():
+            c.base_model_name_or_path = req.base_model
+        model.save_pretrained(str(req.output_dir))
+        metrics: dict[str, Any] = {
+            "device": str(device), "samples": len(samples), "sft_samples": len(sft), "pg_samples": len(pg),
+            "tokens": stats, "logprob_before": round(before, 6), "logprob_after": round(after, 6),
+            "logprob_delta": round(after - before, 6), "logprob_eval_samples": len(evaluate),
+            "base_digest": base_before, "base_unchanged": True, "seed": s.seed,
+            "parent_adapter": str(req.parent_adapter) if req.parent_adapter else None,
+            "wall_sec": round(time.monotonic() - t0, 2),
+        }
+        req.log(f"mean logprob of accepted completions {before:.4f} -> {after:.4f}")
+        return TrainResult(adapter_dir=Path(req.output_dir), steps=s.steps, losses=losses, metrics=metrics)
+
+
+__all__ = ["LocalBackend", "Sample", "build_samples", "render_prompt"]
