@@ -118,7 +118,8 @@ class LocalBackend:
         torch.use_deterministic_algorithms(True)
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         tok = AutoTokenizer.from_pretrained(str(req.base_model_dir))
-        base = AutoModelForCausalLM.from_pretrained(str(req.base_model_dir), dtype=torch.float32).to(device)
+        base: Any = AutoModelForCausalLM.from_pretrained(str(req.base_model_dir), dtype=torch.float32)
+        base = base.to(device)
         base_before = _base_digest(base)
         if req.parent_adapter is not None:
             model = PeftModel.from_pretrained(base, str(req.parent_adapter), is_trainable=True)
