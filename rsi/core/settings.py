@@ -15,8 +15,10 @@ class SandboxSettings(BaseModel):
 
 
 class ProposerSettings(BaseModel):
-    """The endpoint `rsi discover --generator model` asks for tasks (default: the current generation's
-    own model on its own endpoint). `model` is the served name; `api_key_env` names an env variable."""
+    """An endpoint a proposer model is asked on: `discover.proposer` for `rsi discover --generator
+    model` (tasks), `expand.proposer` for `rsi expand`'s reflective config proposals (default for
+    both: the current generation's own model on its own endpoint). `model` is the served name;
+    `api_key_env` names an env variable."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -33,6 +35,12 @@ class DiscoverSettings(BaseModel):
     proposer: ProposerSettings | None = None
 
 
+class ExpandSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    proposer: ProposerSettings | None = None
+
+
 class WorkspaceSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -42,4 +50,5 @@ class WorkspaceSettings(BaseModel):
     base_model: str = "SmolLM2-135M-Instruct"
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     discover: DiscoverSettings = Field(default_factory=DiscoverSettings)
+    expand: ExpandSettings = Field(default_factory=ExpandSettings)
     train: TrainSettings = Field(default_factory=TrainSettings)

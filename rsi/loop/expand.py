@@ -8,7 +8,8 @@ again by its stage key, so a killed expand resumes without re-paying a finished 
 2. **baseline**: the generation's own config, K attempts per train task, less what finished
    trials (same task digest, generation and config digest) already hold;
 3. **attribution controls**: oracle re-runs and a nop on each failed task (reused when recorded);
-4. **candidates**: the config's `search_space` variants and reflective proposals (contract-checked);
+4. **candidates**: the config's `search_space` variants and reflective proposals (contract-checked),
+   asked of `expand.proposer` in rsi.yaml when set, else of the generation's own model;
 5. **search** rounds (`adaptive` | `random` | `grid`, rsi.core.search) until the budget is spent
    or nothing is left worth running; verdicts are revised after every round;
 6. **outcome** (rsi.loop.expand_outcome): coverage, best single config, the adopted config.
@@ -18,8 +19,10 @@ The budget (limit, and spent per phase, computed from the recorded trials) is st
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -208,9 +211,20 @@ def _with_model(run: _Run) -> str | None:
     from rsi.models.embedded import ensure_server
 
     run.ctx.ws.logs_dir.mkdir(parents=True, exist_ok=True)
-    with ensure_server(cfg.model.endpoint, log_path=run.ctx.ws.logs_dir / "model-server.log") as (url, _):
+    log = run.ctx.ws.logs_dir / "model-server.log"
+    with contextlib.ExitStack() as stack:
+        url, _ = stack.enter_context(ensure_server(cfg.model.endpoint, log_path=log))
         if run.req.reflector is None and run.req.proposals > 0:
-            run.req.reflector = ModelReflector(base_url=url, model=run.base.generation.serve_name())
+            s = run.ctx.settings.expand.proposer  # a configured proposer endpoint, else the generation's model
+            if s is None:
+                run.req.reflector = ModelReflector(base_url=url, model=run.base.generation.serve_name())
+            else:
+                purl = url if s.endpoint == cfg.model.endpoint else stack.enter_context(
+                    ensure_server(s.endpoint, log_path=log))[0]
+                run.req.reflector = ModelReflector(
+                    base_url=purl, model=s.model or run.base.generation.serve_name(),
+                    api_key=os.environ.get(s.api_key_env) if s.api_key_env else None,
+                    temperature=s.temperature, max_tokens=s.max_tokens)
         return _steps(run)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -286,3 +287,88 @@ def test_kill_9_mid_search_then_resume_records_every_trial_once(
     counted = sum(1 for t in trials if not is_infra(t.error_type))
     assert int(done_line[3]) == counted and float(done_line[4]) == counted <= 40
     assert ctx.store.get_job(job.id).status in ("done", "interrupted")
+
+
+class ProposerServer:
+    """A real OpenAI-compatible HTTP server standing for a configured proposer endpoint: it answers
+    the first call with a 503 (the client retries it), then each proposer call with the next fixed
+    answer, and keeps every request body."""
+
+    def __init__(self, answers: list[str]) -> None:
+        import http.server
+        import json
+        import threading
+
+        self.answers = list(answers)
+        self.bodies: list[dict[str, Any]] = []
+        self.faults = [503]
+        me = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                payload: dict[str, Any]
+                if me.faults:
+                    status, payload = me.faults.pop(0), {"error": {"message": "overloaded"}}
+                else:
+                    me.bodies.append(body)
+                    text = me.answers.pop(0) if me.answers else "no idea"
+                    status, payload = 200, {
+                        "id": "c", "object": "chat.completion", "model": body.get("model"),
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": text}}],
+                        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/v1"
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def test_reflective_proposals_from_a_configured_proposer_endpoint(
+    ctx: WorkspaceContext, provider: FakeSandboxProvider
+) -> None:
+    """`expand.proposer` in rsi.yaml names a real HTTP endpoint; its first proposal loosens the
+    contract's max_turns and is refused and recorded, its second (temperature 0.2, and a max_tokens
+    the policy ignores, so a config of its own) becomes a candidate that fixes `cold`. The proposer
+    only proposes: the verdicts still come from trials."""
+    server = ProposerServer(["```yaml\nloop:\n  max_turns: 99\n```",
+                             "```yaml\nsampling:\n  temperature: 0.2\n  max_tokens: 48\n```"])
+    try:
+        settings = ctx.ws.settings_path
+        data = yaml.safe_load(settings.read_text()) if settings.is_file() else {}
+        data["expand"] = {"proposer": {"endpoint": server.url, "model": "critic", "temperature": 0.0}}
+        settings.write_text(yaml.safe_dump(data))
+        out = expand(ctx, _req(provider, proposals=2, tasks="[cen]*"))
+    finally:
+        server.close()
+    assert not out.interrupted, out.reason
+    assert len(server.bodies) == 2 and all(b["model"] == "critic" and b["temperature"] == 0.0 for b in server.bodies)
+    prompt = server.bodies[0]["messages"][0]["content"]
+    assert "You tune the harness config" in prompt and "Task " in prompt and "max_turns" in prompt
+    rows = {c.label: c for c in ctx.store.search_candidates(out.job_id) if c.origin == "reflection"}
+    (refused,) = [c for c in rows.values() if c.state == "refused"]
+    assert refused.label == "reflection-1" and "max_turns" in (refused.reason or "") and refused.config_digest is None
+    assert refused.patch_yaml and "99" in refused.patch_yaml and refused.source_trial
+    assert [r["label"] for r in out.refused] == ["reflection-1"]
+    (ok,) = [c for c in rows.values() if c.state != "refused"]
+    assert ok.label.startswith("reflection-2:") and "sampling.temperature=0.2" in ok.label
+    stored = ctx.config_by_digest(ok.config_digest or "")
+    assert stored.sampling.temperature == 0.2 and stored.sampling.max_tokens == 48
+    assert "cold" in ok.tasks_solved
+    kinds = {a.task_name: a.kind for a in ctx.store.attributions("gen-0000")}
+    assert kinds == {"cold": "config", "never": "model"}, kinds
+    ran = {t.variant for j in ctx.store.child_jobs(out.job_id) for t in ctx.store.trials(j.id)}
+    assert refused.label not in ran and ok.label in ran
