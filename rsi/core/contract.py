@@ -106,7 +106,7 @@ class Discovery(_Strict):
     # Admit a candidate whose probe pass rate p satisfies lo <= p <= hi.
     band: tuple[float, float] = (0.0, 0.75)
     # Normalised instruction similarity (0..1) at or above which a candidate is a near-duplicate.
-    near_duplicate_threshold: float = Field(default=0.95, gt=0, le=1)
+    near_duplicate_threshold: float = Field(default=0.98, gt=0, le=1)
     max_difficulty: int = Field(default=10, ge=1, le=10)
 
 

@@ -136,13 +136,29 @@ class ProceduralFamily:
                                  f"{', '.join(map(str, sorted(self.levels)))}")
         # A string seed is hashed with sha512 by `random`: the same on every run and platform.
         rng = random.Random(f"{self.name}:{req.seed}:{req.difficulty}")
-        lv = self.levels[req.difficulty](rng)
+        lv = _name_answer(self.levels[req.difficulty](rng), rng)
         return TaskDraft(
             generator=self.name, family=self.family, difficulty=req.difficulty, seed=req.seed,
             instruction=lv.instruction, dockerfile=dockerfile(lv.env_files), env_files=lv.env_files,
             test_sh=verifier(lv.test_checks, lv.what), solve_sh=script(lv.solve),
             known_wrong=[script(w) for w in lv.wrong], reads=lv.reads, tags=[self.family, f"level-{req.difficulty}"],
         )
+
+
+ANSWER = "/app/answer.txt"
+
+
+def _name_answer(lv: Level, rng: random.Random) -> Level:
+    """Give the answer file a seeded name of its own: instances of a family then differ in every name
+    (two instructions that differ in one word are near-duplicates to the gate)."""
+    if ANSWER not in lv.instruction:
+        return lv
+    taken = lv.instruction + " ".join(lv.env_files)
+    path = f"/app/{rng.choice([w for w in WORDS if w not in taken])}.txt"
+    return Level(instruction=lv.instruction.replace(ANSWER, path), env_files=lv.env_files,
+                 test_checks=lv.test_checks.replace(ANSWER, path), solve=lv.solve.replace(ANSWER, path),
+                 wrong=[w.replace(ANSWER, path) for w in lv.wrong], reads=[r.replace(ANSWER, path) for r in lv.reads],
+                 what=lv.what.replace(ANSWER, path))
 
 
 def register(cls: type[ProceduralFamily]) -> type[ProceduralFamily]:
