@@ -59,11 +59,20 @@ def _usage(res: GenResult) -> dict[str, Any]:
     }
 
 
-def completion_body(req: GenRequest, res: GenResult, cid: str, created: int) -> dict[str, Any]:
+def _logprobs(res: GenResult) -> dict[str, Any] | None:
+    if res.logprobs is None:
+        return None
+    toks = res.tokens or [""] * len(res.logprobs)
+    return {"content": [{"token": t, "logprob": lp, "bytes": list(t.encode()), "top_logprobs": []}
+                        for t, lp in zip(toks, res.logprobs, strict=True)]}
+
+
+def completion_body(req: GenRequest, res: GenResult, cid: str, created: int,
+                    token_ids: bool = False) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": res.text}
     if res.tool_calls:
         message["tool_calls"] = res.tool_calls
-    return {
+    body: dict[str, Any] = {
         "id": cid,
         "object": "chat.completion",
         "created": created,
@@ -74,11 +83,15 @@ def completion_body(req: GenRequest, res: GenResult, cid: str, created: int) -> 
                 "message": message,
                 "finish_reason": res.finish_reason,
                 "stop_reason": res.stop_reason,  # vLLM's field: the stop string that matched
-                "logprobs": None,
+                "logprobs": _logprobs(res),
             }
         ],
         "usage": _usage(res),
     }
+    if token_ids:  # vLLM's `return_token_ids`
+        body["prompt_token_ids"] = res.prompt_ids
+        body["choices"][0]["token_ids"] = res.completion_ids
+    return body
 
 
 async def _wait(request: Request, job: Job) -> GenResult:
@@ -101,7 +114,7 @@ async def _wait(request: Request, job: Job) -> GenResult:
 
 
 def _chunk(cid: str, created: int, model: str, delta: dict[str, Any], **choice: Any) -> str:
-    body = {
+    body: dict[str, Any] = {
         "id": cid,
         "object": "chat.completion.chunk",
         "created": created,
@@ -199,7 +212,7 @@ def create_app(engine: Engine) -> FastAPI:
         job = engine.submit(req)
         res = await _wait(request, job)
         return JSONResponse(
-            completion_body(req, res, f"chatcmpl-{uuid.uuid4().hex}", int(time.time())),
+            completion_body(req, res, f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), body.return_token_ids),
             # Time the request waited for the engine: the harness does not charge it to the agent.
             headers={"X-Queue-Seconds": f"{res.queue_sec:.3f}"},
         )

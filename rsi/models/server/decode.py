@@ -34,6 +34,7 @@ class GenRequest:
     max_tokens: int = 256
     stop: list[str] = field(default_factory=list)
     seed: int | None = None
+    logprobs: bool = False  # record each sampled token's logprob (raw model distribution, as vLLM)
 
     @property
     def greedy(self) -> bool:
@@ -53,6 +54,9 @@ class GenResult:
     # else None (end-of-sequence token, max_tokens or a complete tool call).
     stop_reason: str | None = None
     completion_ids: list[int] = field(default_factory=list)
+    prompt_ids: list[int] = field(default_factory=list)  # the exact prompt tokens (vLLM `prompt_token_ids`)
+    logprobs: list[float] | None = None  # per completion token, when the request asked for them
+    tokens: list[str] | None = None  # the completion tokens as strings, with `logprobs`
 
 
 def complete_json_call(text: str) -> bool:
@@ -89,6 +93,7 @@ class Row:
         self.cancel = cancel
         self.on_delta = on_delta if not request.tools else None  # tool replies are parsed whole at the end
         self.ids: list[int] = []
+        self.logprobs: list[float] = []
         self.text = ""
         self.emitted = 0
         self.finish: str | None = None
@@ -113,6 +118,12 @@ class Row:
 
     def choose(self, logits: torch.Tensor) -> int:
         """The next token from one row of logits (greedy, or temperature + top-p with the row's seed)."""
+        token = self._choose(logits)
+        if self.request.logprobs:
+            self.logprobs.append(float(torch.log_softmax(logits.float(), dim=-1)[token]))
+        return token
+
+    def _choose(self, logits: torch.Tensor) -> int:
         req = self.request
         if req.greedy:
             return int(torch.argmax(logits))

@@ -416,6 +416,9 @@ class Engine:
             queue_sec=row.queue_sec,
             stop_reason=row.stop_reason,
             completion_ids=list(row.ids),
+            prompt_ids=[int(x) for x in row.prompt_ids.tolist()],
+            logprobs=list(row.logprobs) if req.logprobs else None,
+            tokens=list(self.tokenizer.convert_ids_to_tokens(row.ids)) if req.logprobs else None,
         )
         row.job._resolve(result)
 

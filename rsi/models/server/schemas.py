@@ -46,6 +46,11 @@ class ChatCompletionRequest(BaseModel):
     n: int = Field(default=1, ge=1, le=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
+    # OpenAI's logprobs (per sampled token) and vLLM's `return_token_ids` (prompt_token_ids on the
+    # response, token_ids on the choice): what a trainer needs to train on exactly the served tokens.
+    logprobs: bool = False
+    top_logprobs: int | None = None  # accepted; alternatives are not returned (top_logprobs: [])
+    return_token_ids: bool = False
 
     def to_gen_request(self) -> GenRequest:
         stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
@@ -58,6 +63,7 @@ class ChatCompletionRequest(BaseModel):
             max_tokens=self.max_tokens or self.max_completion_tokens or DEFAULT_MAX_TOKENS,
             stop=[s for s in stop if s],
             seed=self.seed,
+            logprobs=self.logprobs,
         )
 
 
