@@ -85,7 +85,10 @@ def _make_client(config: HarnessConfig, ctx: AgentContext, agent_timeout: float)
     api_key = os.environ.get(config.model.api_key_env) if config.model.api_key_env else None
     # One request may not outlast the whole agent budget (the loop checks the budget between calls).
     timeout = min(config.model.request_timeout_sec, agent_timeout)
-    return ChatClient(base_url, api_key=api_key, timeout=timeout)
+    # The embedded server returns the exact prompt/completion token ids and logprobs (training needs
+    # them, rsi update); RSI_TOKEN_IDS=1 asks a vLLM endpoint for them too.
+    token_ids = config.model.endpoint == "embedded" or os.environ.get("RSI_TOKEN_IDS") == "1"
+    return ChatClient(base_url, api_key=api_key, timeout=timeout, token_ids=token_ids)
 
 
 class HarnessAgent:
@@ -360,8 +363,18 @@ class HarnessAgent:
                 "finish_reason": result.finish_reason,
                 "latency_sec": round(result.latency_sec, 3),
                 "finish": parsed.finish,
+                **_token_extra(result),
             },
         )
+
+
+def _token_extra(result: ChatResult) -> dict[str, Any]:
+    """The served tokens of this turn (what `rsi update` trains on), where the server gave them."""
+    ids = getattr(result, "prompt_token_ids", None)
+    if ids is None:
+        return {}
+    return {"prompt_token_ids": ids, "completion_token_ids": getattr(result, "completion_token_ids", None),
+            "logprobs": getattr(result, "logprobs", None)}
 
 
 def _one_call(u: Usage) -> Usage:

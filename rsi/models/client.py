@@ -79,6 +79,25 @@ class ChatResult:
     # The stop string that ended the completion, where the server says (vLLM `stop_reason`, SGLang
     # `matched_stop`); OpenAI semantics leave it out of `content`. None otherwise.
     stop_reason: str | None = None
+    # With `token_ids=True` on the client, where the server returns them (the embedded server; vLLM with
+    # `return_token_ids`): the exact prompt tokens, the sampled tokens and their logprobs.
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+
+
+def _token_fields(data: dict[str, Any], choice: dict[str, Any]) -> dict[str, Any]:
+    """prompt/completion token ids (vLLM `prompt_token_ids` / `choices[].token_ids`) and the sampled
+    tokens' logprobs (OpenAI `choices[].logprobs.content[].logprob`), where the answer has them."""
+    out: dict[str, Any] = {}
+    p, c = data.get("prompt_token_ids"), choice.get("token_ids")
+    if isinstance(p, list) and isinstance(c, list):
+        out["prompt_token_ids"], out["completion_token_ids"] = [int(x) for x in p], [int(x) for x in c]
+    lp = choice.get("logprobs")
+    content = lp.get("content") if isinstance(lp, dict) else None
+    if isinstance(content, list) and all(isinstance(x, dict) and "logprob" in x for x in content):
+        out["logprobs"] = [float(x["logprob"]) for x in content]
+    return out
 
 
 def _error_message(resp: httpx.Response) -> str:
@@ -170,8 +189,12 @@ class ChatClient:
         backoff_initial: float = 0.5,
         backoff_max: float = 8.0,
         transport: httpx.BaseTransport | None = None,
+        token_ids: bool = False,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        # Ask for prompt/completion token ids and logprobs (vLLM `return_token_ids` + OpenAI `logprobs`):
+        # only for servers that accept the fields (OpenAI's API refuses unknown ones).
+        self.token_ids = token_ids
         self.max_attempts = max(1, max_attempts)
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
@@ -266,6 +289,9 @@ class ChatClient:
             body["stop"] = stop
         if seed is not None:
             body["seed"] = seed
+        if self.token_ids:
+            body["return_token_ids"] = True
+            body["logprobs"] = True
         t0 = time.monotonic()
         resp = self._request("POST", self._url("chat/completions"), body, deadline=deadline)
         latency = time.monotonic() - t0
@@ -289,6 +315,7 @@ class ChatClient:
             raw=data,
             queue_sec=queue_sec,
             stop_reason=_matched_stop(choice),
+            **_token_fields(data, choice),
         )
 
     def list_models(self) -> list[str]:
