@@ -254,3 +254,43 @@ def test_command_backend_candidate_or_nothing(ctx: WorkspaceContext, tmp_path: P
 def test_peft_dir_check_names_the_problem(tmp_path: Path) -> None:
     with pytest.raises(AdapterCheckError, match="no adapter_config.json"):
         check_peft_dir(tmp_path, "m")
+
+
+class CharTok:
+    """A tokenizer stand-in: ChatML text, one id per character."""
+
+    def apply_chat_template(self, msgs: list[dict[str, str]], tokenize: bool, add_generation_prompt: bool) -> str:
+        text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in msgs)
+        return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
+
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
+        return {"input_ids": [ord(c) for c in text]}
+
+    def convert_tokens_to_ids(self, tok: str) -> int:
+        return 0
+
+
+def test_trainer_uses_the_served_tokens_and_refuses_a_turn_whose_rendering_differs() -> None:
+    pytest.importorskip("torch")
+    from rsi.train.local import build_samples, render_prompt
+
+    tok = CharTok()
+    msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+            {"role": "assistant", "content": "a1"}, {"role": "user", "content": "o"},
+            {"role": "assistant", "content": "DONE"}]
+    served = [{"prompt_token_ids": render_prompt(tok, msgs[:2]), "completion_token_ids": [7, 8],
+               "logprobs": [-1.0, -2.0]},
+              {"prompt_token_ids": render_prompt(tok, msgs[:4]), "completion_token_ids": [9], "logprobs": [-0.5]}]
+    line = DatasetLine(messages=msgs, tools=[], reward=1.0, accepted=True, group_id="g", sample_index=0,
+                       advantage=0.5, prompt_messages=2, provenance={"trial_id": "t"}, tokens=served)
+    samples, stats = build_samples([line], tok, 10_000)
+    assert [s.completion for s in samples] == [[7, 8], [9]]  # the sampled ids, not a re-tokenization
+    assert samples[0].old_logprobs == [-1.0, -2.0]
+    assert (stats["token_checked"], stats["token_equal"], stats["token_mismatch"]) == (2, 2, 0)
+    bad = [dict(served[0], prompt_token_ids=[1, 2, 3]), served[1]]
+    samples, stats = build_samples([DatasetLine(**{**line.__dict__, "tokens": bad})], tok, 10_000)
+    assert stats["token_mismatch"] == 1 and len(samples) == 1
+    # without the server's ids a text turn is rendered: prompt by the template, completion + <|im_end|>
+    samples, stats = build_samples([DatasetLine(**{**line.__dict__, "tokens": None})], tok, 10_000)
+    assert samples[0].completion == [ord("a"), ord("1"), 0] and stats["token_checked"] == 0
+    assert build_samples([line], tok, 5)[1]["too_long"] == 2
