@@ -1,0 +1,96 @@
+"""Promotion gates on constructed holdout outcomes (rsi.core.promotion)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rsi.core.contract import Promotion
+from rsi.core.promotion import TaskOutcome, evaluate, min_tasks, paired_p, wilson
+
+K = 4
+
+
+def arm(rates: dict[str, tuple[str, int]], infra: int = 0) -> dict[str, TaskOutcome]:
+    """task -> (family, passes out of K)."""
+    return {t: TaskOutcome(t, fam, passes, K, infra) for t, (fam, passes) in rates.items()}
+
+
+def gates(parent: dict[str, TaskOutcome], cand: dict[str, TaskOutcome], *, majors: tuple[int, int, int] = (1, 1, 1),
+          **promo: float) -> dict[str, bool]:
+    v = evaluate(parent, cand, Promotion(**promo), parent_major=majors[0], candidate_major=majors[1],
+                 contract_major=majors[2])
+    return {g.name: g.passed for g in v.gates}
+
+
+def test_clear_win_passes_every_gate() -> None:
+    parent = arm({f"t{i}": ("a" if i % 2 else "b", 0) for i in range(10)})
+    cand = arm({f"t{i}": ("a" if i % 2 else "b", 3) for i in range(10)})
+    v = evaluate(parent, cand, Promotion(), parent_major=1, candidate_major=1, contract_major=1)
+    assert v.passed, v.failing
+    assert v.delta == pytest.approx(0.75) and v.p_value is not None and v.p_value < 0.01
+    assert [(f.family, f.parent, f.candidate) for f in v.families] == [("a", (0, 20), (15, 20)),
+                                                                      ("b", (0, 20), (15, 20))]
+
+
+def test_win_without_significance_fails_only_that_gate() -> None:
+    # one task of ten improves a lot, the others stay: delta > 0 but p = 0.5
+    parent = arm({f"t{i}": ("a", 1) for i in range(10)})
+    cand = {**parent, "t0": TaskOutcome("t0", "a", 4, K)}
+    g = gates(parent, cand)
+    assert g["min_delta"] and not g["significance"]
+    assert [k for k, ok in g.items() if not ok] == ["significance"]
+
+
+def test_family_regression_fails() -> None:
+    fam = {f"t{i}": ("up" if i < 8 else "down", 0 if i < 8 else 4) for i in range(10)}
+    parent = arm(fam)
+    cand = arm({t: (f, 4 if f == "up" else 3) for t, (f, _) in fam.items()})
+    v = evaluate(parent, cand, Promotion(), parent_major=1, candidate_major=1, contract_major=1)
+    by = {g.name: g for g in v.gates}
+    assert by["significance"].passed and by["min_delta"].passed
+    assert not by["family_regression"].passed and "(down)" in by["family_regression"].measured
+    assert by["family_regression"].measured.startswith("0.250")
+
+
+def test_contract_major_mismatch_fails() -> None:
+    parent = arm({f"t{i}": ("a", 0) for i in range(8)})
+    cand = arm({f"t{i}": ("a", 4) for i in range(8)})
+    assert not gates(parent, cand, majors=(1, 2, 2))["contract_major"]
+    assert not gates(parent, cand, majors=(1, 1, 2))["contract_major"]
+    assert gates(parent, cand, majors=(2, 2, 2))["contract_major"]
+
+
+def test_too_few_holdout_tasks_fails_with_the_advice() -> None:
+    parent = arm({f"t{i}": ("a", 0) for i in range(3)})
+    cand = arm({f"t{i}": ("a", 4) for i in range(3)})
+    v = evaluate(parent, cand, Promotion(alpha=0.05), parent_major=1, candidate_major=1, contract_major=1)
+    g = {x.name: x for x in v.gates}["holdout_tasks"]
+    assert not g.passed and v.min_tasks == 5
+    assert "rsi discover --holdout-only --n 2" in g.detail and "at least 5" in g.detail
+    # and indeed even a perfect win on 3 tasks cannot reach significance
+    assert not {x.name: x for x in v.gates}["significance"].passed
+
+
+def test_infra_ceiling_and_min_delta() -> None:
+    parent = arm({f"t{i}": ("a", 0) for i in range(6)})
+    cand = arm({f"t{i}": ("a", 2) for i in range(6)}, infra=1)  # 6 infra of 30 trials
+    g = gates(parent, cand)
+    assert not g["infra_errors"] and g["significance"]
+    assert not gates(parent, cand, min_delta=0.6)["min_delta"]
+    assert not gates(parent, parent)["min_delta"]  # no change is no improvement
+
+
+def test_min_tasks_and_paired_p_from_scipy() -> None:
+    assert min_tasks(0.05) == 5 and min_tasks(0.01) == 7  # 2^-n < alpha
+    assert paired_p([0.0] * 5, [1.0] * 5) == pytest.approx(1 / 32)
+    assert paired_p([0.5, 0.5], [0.5, 0.5]) == 1.0 and paired_p([], []) is None
+    big = paired_p([0.0] * 40, [0.25] * 40)
+    assert big is not None and big < 1e-6  # Wilcoxon beyond the exact range
+
+
+def test_wilson_interval() -> None:
+    lo, hi = wilson(3, 10)
+    assert lo == pytest.approx(0.1078, abs=1e-4) and hi == pytest.approx(0.6032, abs=1e-4)
+    assert wilson(0, 0) == (0.0, 1.0)
+    lo, hi = wilson(10, 10)
+    assert hi == pytest.approx(1.0) and 0.69 < lo < 0.73
