@@ -14,6 +14,7 @@ from rsi.cli import discover as discover_cmd
 from rsi.cli import expand as expand_cmd
 from rsi.cli import generations as generations_cmd
 from rsi.cli import jobs as jobs_cmd
+from rsi.cli import promote as promote_cmd
 from rsi.cli import sandbox as sandbox_cmd
 from rsi.cli import tasks as tasks_cmd
 from rsi.cli import trials as trials_cmd
@@ -56,6 +57,7 @@ jobs_cmd.register(app)
 discover_cmd.register(app)
 expand_cmd.register(app)
 update_cmd.register(app)
+promote_cmd.register(app)
 app.add_typer(tasks_cmd.app, name="tasks")
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(sandbox_cmd.app, name="sandbox")

@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 import yaml
-from rich.table import Table
 
 from rsi.cli.common import console, errors, open_context, print_json
 
@@ -24,13 +23,33 @@ def list_generations(
     if json_out:
         print_json([g.model_dump(mode="json") for g in gens])
         return
-    table = Table()
-    for c in ("id", "parent", "state", "contract", "model", "harness config"):
-        table.add_column(c)
+    from rich.tree import Tree
+
+    by_parent: dict[str | None, list] = {}
+    ids = {g.id for g in gens}
     for g in gens:
-        table.add_row(g.id, g.parent or "-", g.state.value, g.contract, g.serve_name(),
-                      f"{g.harness_config.name} ({g.harness_config.digest[:12]})")
-    console.print(table)
+        by_parent.setdefault(g.parent if g.parent in ids else None, []).append(g)
+    colour = {"promoted": "green", "candidate": "yellow", "rejected": "red", "superseded": "dim"}
+    root = Tree("[bold]generations[/] (lineage: parent -> child)")
+
+    def add(node: Tree, parent: str | None) -> None:
+        for g in by_parent.get(parent, []):
+            m = g.metrics
+            figures = []
+            if "holdout_pass_rate" in m:
+                figures.append(f"holdout {m['holdout_pass_rate']:.3f} on {int(m.get('holdout_tasks', 0))} tasks")
+            if "holdout_p" in m:
+                figures.append(f"p {m['holdout_p']:.3g}")
+            if "train_accepted" in m:
+                figures.append(f"trained on {int(m['train_accepted'])} accepted")
+            c = colour.get(g.state.value, "white")
+            label = (f"[bold]{g.id}[/] [{c}]{g.state.value}[/]  hcp {g.contract}  model {g.serve_name()}  "
+                     f"config {g.harness_config.name} ({g.harness_config.digest[:12]})"
+                     + (f"  [cyan]{', '.join(figures)}[/]" if figures else ""))
+            add(node.add(label), g.id)
+
+    add(root, None)
+    console.print(root)
 
 
 @app.command()

@@ -34,6 +34,7 @@ from rsi.store.queries_discover import DiscoverQueries
 from rsi.store.queries_expand import ExpandQueries
 from rsi.store.queries_generations import GenerationQueries
 from rsi.store.queries_loop import LoopQueries, put_arm_in
+from rsi.store.queries_promote import PromoteQueries
 from rsi.store.queries_trials import HOLDOUT_READERS, READERS, Reader, TrialQueries
 from rsi.store.queries_update import UpdateQueries
 from rsi.store.tables import JobRow, TrialRow, utcnow
@@ -54,7 +55,8 @@ def _default_lock_dir(url: str, db_file: Path | None) -> Path:
     return Path(tempfile.gettempdir()) / "rsi-locks" / digest_obj(url)[:12]
 
 
-class Store(TrialQueries, LoopQueries, GenerationQueries, DiscoverQueries, ExpandQueries, UpdateQueries):
+class Store(TrialQueries, LoopQueries, GenerationQueries, DiscoverQueries, ExpandQueries, UpdateQueries,
+            PromoteQueries):
     """One database, migrated to head on open; holds the locks it takes until `close`."""
 
     def __init__(self, url: str, *, lock_dir: Path | None = None) -> None:

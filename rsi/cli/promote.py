@@ -1,0 +1,94 @@
+"""`rsi promote GEN` / `rsi rollback`: the holdout gates, printed one row each, and what changed."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rsi.cli.common import console, err_console, errors, open_context, print_json
+
+
+def register(app: typer.Typer) -> None:
+    app.command("promote")(promote)
+    app.command("rollback")(rollback)
+
+
+def gate_table(verdict: Any, title: str) -> Table:
+    t = Table(title=title)
+    for c in ("gate", "threshold", "measured", "result", "detail"):
+        t.add_column(c)
+    for g in verdict.gates:
+        t.add_row(g.name, g.threshold, g.measured, "[green]pass[/]" if g.passed else "[red]FAIL[/]", g.detail)
+    return t
+
+
+def promote(
+    ctx: typer.Context,
+    gen: Annotated[str, typer.Argument(help="The candidate generation (made by `rsi update`).")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Evaluate and print; change no state.")] = False,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-n", help="Trials at a time.")] = 2,
+    resume: Annotated[str | None, typer.Option("--resume", help="Resume this promote job.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+) -> None:
+    """Evaluate GEN and its parent on the sealed holdout; promote GEN only if every gate passes."""
+    from rsi.loop.promote import PromoteRequest
+    from rsi.loop.promote import promote as run_promote
+    from rsi.loop.run import Progress as RunProgress
+
+    with errors():
+        wctx = open_context(ctx)
+        cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*cols, console=err_console, transient=json_out) as p:
+            bar: dict[str, TaskID] = {}
+
+            class Bar(RunProgress):
+                def start(self, total: int, done: int, job_id: str) -> None:
+                    bar["id"] = p.add_task(f"holdout trials ({job_id})", total=total, completed=done)
+
+                def trial_finished(self, spec: Any, result: Any) -> None:
+                    p.advance(bar["id"])
+
+            out = run_promote(wctx, PromoteRequest(gen, dry_run=dry_run, concurrency=concurrency, resume=resume),
+                              Bar())
+    if json_out:
+        print_json(out.as_json())
+    else:
+        v = out.verdict
+        console.print(gate_table(v, f"promote {out.candidate} over {out.parent} ({out.job_id})"))
+        console.print(f"holdout: {v.n_tasks} task(s) of {out.holdout_tasks}; pass rate {out.parent} "
+                      f"{v.parent_rate:.3f} -> {out.candidate} {v.candidate_rate:.3f} (delta {v.delta:+.3f}); "
+                      f"trials reused {out.trials['reused']}, run {out.trials['planned']}, "
+                      f"infra {out.trials['infra']}", highlight=False)
+        if out.skipped:
+            console.print(f"[yellow]{out.skipped}[/]", highlight=False)
+        if out.interrupted:
+            console.print(f"[yellow]interrupted: {out.interrupted}[/]", highlight=False)
+        elif dry_run:
+            console.print(f"dry run: {'would promote' if v.passed else 'would reject'} {out.candidate}; "
+                          "nothing changed", highlight=False)
+        for c in out.changes:
+            console.print(c, highlight=False)
+    if out.interrupted:
+        raise typer.Exit(130 if "interrupted" in out.interrupted or "Ctrl-C" in out.interrupted else 3)
+    if not out.verdict.passed:
+        raise typer.Exit(1)
+
+
+def rollback(
+    ctx: typer.Context,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+) -> None:
+    """Re-promote the generation the current one replaced; the current one becomes rejected."""
+    from rsi.loop.promote import rollback as run_rollback
+
+    with errors():
+        out = run_rollback(open_context(ctx))
+    if json_out:
+        print_json({"rolled_back": out.rolled_back, "restored": out.restored, "changes": out.changes})
+        return
+    console.print(f"rolled back {out.rolled_back}; current generation: {out.restored}", highlight=False)
+    for c in out.changes:
+        console.print(f"  {c}", highlight=False)

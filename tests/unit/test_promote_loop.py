@@ -1,0 +1,175 @@
+"""`rsi promote` / `rsi rollback` end to end on FakeSandboxProvider with scripted agents.
+
+The candidate gen-0001 is gen-0000's manifest under a new id; who passes is decided by the
+scripted agent from the trial's generation and attempt, so each test constructs the holdout
+outcome it needs and checks states, events, manifests, reuse and the seal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rsi.core.errors import ConfigError
+from rsi.core.generation import GenerationState
+from rsi.harness.agent import AGENTS, AgentContext, AgentOutcome
+from rsi.harness.builtin import NopAgent, OracleAgent
+from rsi.loop.context import WorkspaceContext
+from rsi.loop.promote import PromoteRequest, holdout_tasks, promote, rollback
+from rsi.sandbox.base import Sandbox
+from rsi.sandbox.fake import FakeSandboxProvider
+from rsi.store.files import load_manifest, write_yaml_model
+from rsi.store.tables import TrialRow
+from tests.taskgen import make_task
+
+
+class BetterAgent:
+    """gen-0001 solves attempts 1-3 of 4, gen-0000 only attempt 1: a clear holdout win."""
+
+    name = "better"
+
+    def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentOutcome:
+        best = 3 if ctx.generation is not None and ctx.generation.id == "gen-0001" else 1
+        attempt = int(ctx.trial_id.rsplit(".", 1)[-1])
+        return (OracleAgent() if attempt <= best else NopAgent()).run(sandbox, ctx)
+
+
+class SameAgent:
+    """Both generations solve attempt 1 only: no difference."""
+
+    name = "same"
+
+    def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentOutcome:
+        agent = OracleAgent() if ctx.trial_id.endswith(".1") else NopAgent()
+        return agent.run(sandbox, ctx)
+
+
+def holdout_task(root: Path, name: str, family: str = "fam") -> None:
+    d = make_task(root, name, family=family)
+    toml = (d / "task.toml").read_text().replace("difficulty = 1\n", 'difficulty = 1\nsplit = "holdout"\n')
+    (d / "task.toml").write_text(toml)
+
+
+@pytest.fixture
+def ws(workspace: WorkspaceContext) -> Iterator[WorkspaceContext]:
+    AGENTS.add("better", BetterAgent)
+    AGENTS.add("same", SameAgent)
+    for i in range(6):
+        holdout_task(workspace.ws.tasks_dir, f"h{i}", family="a" if i % 2 else "b")
+    make_task(workspace.ws.tasks_dir, "train0")
+    g0 = workspace.generation("gen-0000")
+    cand = g0.model_copy(update={"id": "gen-0001", "parent": "gen-0000", "state": GenerationState.CANDIDATE})
+    write_yaml_model(workspace.ws.generations_dir / "gen-0001.yaml", cand)
+    workspace.store.put_generation(cand)
+    yield workspace
+
+
+@pytest.fixture
+def provider(tmp_path: Path) -> Iterator[FakeSandboxProvider]:
+    p = FakeSandboxProvider(tmp_path / "fake")
+    yield p
+    assert not p.live, f"sandboxes left running: {list(p.live)}"
+
+
+def _state(ws: WorkspaceContext, gen: str) -> str:
+    file_state = load_manifest(ws.ws.generations_dir / f"{gen}.yaml").state.value
+    assert file_state == ws.store.get_generation(gen).state.value  # manifest file and row agree
+    return file_state
+
+
+def test_clear_win_is_promoted_and_rollback_undoes_it(ws: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    dry = promote(ws, PromoteRequest("gen-0001", dry_run=True, agent="better"), provider=provider)
+    assert dry.verdict.passed and not dry.applied and dry.trials["planned"] == 2 * 6 * 4
+    assert _state(ws, "gen-0001") == "candidate" and _state(ws, "gen-0000") == "promoted"
+    # only holdout tasks ran, all recorded as holdout rows
+    rows = [t for j in ws.store.child_jobs(dry.job_id) for t in ws.store.trials(j.id)]
+    assert {t.task_name for t in rows} == {f"h{i}" for i in range(6)} and {t.split for t in rows} == {"holdout"}
+    assert ws.store.outcomes("expand", task_digests=[t.task_digest for t in rows]) == []
+
+    out = promote(ws, PromoteRequest("gen-0001", agent="better"), provider=provider)
+    assert out.trials["planned"] == 0 and out.trials["reused"] == 2 * 6 * 4  # the dry run's trials reused
+    v = out.verdict
+    assert v.passed and v.parent_rate == 0.25 and v.candidate_rate == 0.75 and v.p_value == pytest.approx(1 / 64)
+    assert out.changes == ["gen-0001: candidate -> promoted", "gen-0000: promoted -> superseded"]
+    assert _state(ws, "gen-0001") == "promoted" and _state(ws, "gen-0000") == "superseded"
+    assert ws.generation(None).id == "gen-0001"
+    m = yaml.safe_load((ws.ws.generations_dir / "gen-0001.yaml").read_text())
+    assert m["metrics"]["holdout_pass_rate"] == 0.75 and m["metrics"]["holdout_tasks"] == 6
+    events = [(e.from_state, e.to_state) for e in ws.store.generation_events("gen-0001")]
+    assert events[-1] == ("candidate", "promoted")
+    assert ws.store.get_job(out.job_id).params["verdict"]["passed"] is True
+
+    back = rollback(ws)
+    assert (back.rolled_back, back.restored) == ("gen-0001", "gen-0000")
+    assert "gen-0000: superseded -> promoted" in back.changes
+    assert _state(ws, "gen-0000") == "promoted" and _state(ws, "gen-0001") == "rejected"
+    assert ws.generation(None).id == "gen-0000"
+    with pytest.raises(ConfigError, match="no parent"):
+        rollback(ws)
+
+
+def test_no_difference_is_rejected_with_the_failing_gates(ws: WorkspaceContext,
+                                                          provider: FakeSandboxProvider) -> None:
+    out = promote(ws, PromoteRequest("gen-0001", agent="same"), provider=provider)
+    assert not out.verdict.passed
+    assert {g.name for g in out.verdict.failing} == {"min_delta", "significance"}
+    assert _state(ws, "gen-0001") == "rejected" and _state(ws, "gen-0000") == "promoted"
+    reason = ws.store.generation_events("gen-0001")[-1].reason
+    assert "min_delta" in reason and "significance" in reason
+    with pytest.raises(ConfigError, match="not a candidate"):
+        promote(ws, PromoteRequest("gen-0001", agent="same"), provider=provider)
+
+
+def test_too_few_holdout_tasks_runs_nothing_and_gives_the_advice(ws: WorkspaceContext,
+                                                                 provider: FakeSandboxProvider) -> None:
+    import shutil
+
+    for i in range(3):
+        shutil.rmtree(ws.ws.tasks_dir / f"h{i}")
+    out = promote(ws, PromoteRequest("gen-0001", dry_run=True, agent="better"), provider=provider)
+    assert out.skipped and out.trials["planned"] == 0 and ws.store.child_jobs(out.job_id) == []
+    gate = {g.name: g for g in out.verdict.gates}["holdout_tasks"]
+    assert not gate.passed and "rsi discover --holdout-only --n 5" in gate.detail
+    assert _state(ws, "gen-0001") == "candidate"
+
+
+def test_discovery_probe_trials_are_never_reused(ws: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    """Holdout trials of gen-0001 recorded by a discover job's probe child do not count as evidence."""
+    store = ws.store
+    tasks = {t.name: t for t in holdout_tasks(ws)}
+    store.create_job("disc-1", agent="harness", generation="gen-0001", harness_config_digest=None, attempts=4,
+                     concurrency=1, task_paths=[], tasks_fingerprint="", trials=[], kind="discover", phase="discover")
+    probe = [TrialRow(id=f"p-{n}-{a}", job_id="probe-1", task_name=n, task_digest=t.digest, generation="gen-0001",
+                      agent="better", attempt=a, status="done", passed=True, reward=1.0, trial_dir="/x",
+                      split="holdout") for n, t in tasks.items() for a in range(1, 5)]
+    store.create_job("probe-1", agent="better", generation="gen-0001", harness_config_digest=None, attempts=4,
+                     concurrency=1, task_paths=[], tasks_fingerprint="", trials=probe, kind="run",
+                     phase="discover", parent_job="disc-1")
+    out = promote(ws, PromoteRequest("gen-0001", dry_run=True, agent="better"), provider=provider)
+    assert out.trials == {"reused": 0, "planned": 48, "infra": 0}
+    assert out.verdict.candidate_rate == 0.75  # the probe's all-pass rows did not leak in
+
+
+def test_cli_lineage_tree_and_rollback(ws: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    from typer.testing import CliRunner
+
+    from rsi.cli.app import app
+
+    promote(ws, PromoteRequest("gen-0001", agent="better"), provider=provider)
+    ws.store.close()
+    runner, root = CliRunner(), str(ws.ws.root)
+    r = runner.invoke(app, ["-w", root, "generations", "list"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    g0 = next(i for i, x in enumerate(lines) if "gen-0000" in x)
+    g1 = next(i for i, x in enumerate(lines) if "gen-0001" in x)
+    assert g1 > g0 and "superseded" in lines[g0] and "promoted" in lines[g1]
+    assert "holdout 0.750 on 6 tasks" in lines[g1] and "holdout 0.250" in lines[g0]
+    r = runner.invoke(app, ["-w", root, "rollback"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "current generation: gen-0000" in r.output and "gen-0001: promoted -> rejected" in r.output
+    r = runner.invoke(app, ["-w", root, "promote", "gen-0001"])
+    assert r.exit_code == 2 and "not a candidate" in r.output
