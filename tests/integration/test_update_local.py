@@ -1,0 +1,101 @@
+"""`rsi update --backend local` on real trials: SmolLM2 on the embedded server acting in Docker sandboxes.
+
+One test, kept small (2 tasks x 2 attempts, 3 optimiser steps): the trials record the server's token
+ids, the local backend trains a LoRA from them, and the test checks what a user relies on — the mean
+log-probability of the accepted completions rose, the base weights are bit-identical, the adapter is
+loaded into the running server under its new serve name and changes its greedy answer, and the prompt
+tokens the server sees for a trained turn equal, token for token, the ones trained on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from rsi.loop.context import WorkspaceContext
+from rsi.loop.init import init_workspace
+from rsi.loop.run import RunRequest, run_job
+from rsi.loop.update import UpdateRequest, run_update
+from rsi.models.client import ChatClient
+from rsi.models.embedded import DEFAULT_MODEL_ID, ensure_server
+from rsi.train.dataset import read_dataset
+from tests.taskgen import R, make_task
+
+pytestmark = [pytest.mark.docker, pytest.mark.model, pytest.mark.timeout(900)]
+
+ALWAYS = f'mkdir -p "{R}/logs/verifier"; echo 1 > "{R}/logs/verifier/reward.txt"\n'
+ANY_FILE = (f'mkdir -p "{R}/logs/verifier"; if [ -n "$(ls -A "{R}/app" 2>/dev/null)" ]; '
+            f'then echo 1 > "{R}/logs/verifier/reward.txt"; else echo 0 > "{R}/logs/verifier/reward.txt"; fi\n')
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_local_update_trains_loads_and_serves_the_trained_tokens(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RSI_MODEL_PORT", str(_free_port()))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    root = tmp_path / "ws"
+    init_workspace(root, starter_tasks=False)
+    (root / "rsi.yaml").write_text((root / "rsi.yaml").read_text().replace("  steps: 8", "  steps: 3")
+                                   .replace("  batch_size: 4", "  batch_size: 2")
+                                   .replace("  max_seq_len: 2048", "  max_seq_len: 1024"))
+    tasks = [make_task(root / "tasks", "hello", test=ALWAYS, agent_timeout=600,
+                       instruction="Print the word hello with echo."),
+             make_task(root / "tasks", "touch", test=ANY_FILE, agent_timeout=600,
+                       instruction="Create the file /app/out.txt containing ok.")]
+    ctx = WorkspaceContext.open(root)
+    from rsi.models.server.model_files import resolve_model
+
+    model_dir = resolve_model(None)[0]
+    weights_before = {p.name: _sha(p) for p in sorted(model_dir.glob("*.safetensors"))}
+    with ensure_server("embedded", log_path=tmp_path / "server.log") as (url, _):
+        job = run_job(ctx, RunRequest(paths=tasks, agent="harness", attempts=2, concurrency=2))
+        assert all(t.status == "done" and t.error_type is None for t in job.trials), [
+            (t.id, t.error_type, t.error_message) for t in job.trials]
+        out = run_update(UpdateRequest(backend="local", objective="sft+pg"), root)
+
+        # trained: the accepted completions got likelier; the base is untouched
+        tr = out.training
+        assert out.selection["accepted"] >= 1 and tr["steps"] == 3
+        assert tr["logprob_after"] > tr["logprob_before"], tr
+        assert tr["base_unchanged"] is True
+        assert {p.name: _sha(p) for p in sorted(model_dir.glob("*.safetensors"))} == weights_before
+        # the served prompt tokens are the trained ones, every turn checked, none differing
+        toks = tr["tokens"]
+        assert toks["token_checked"] == toks["turns"] > 0 and toks["token_mismatch"] == 0, toks
+
+        # the candidate's adapter is live on the running server under its new, never-reused name
+        assert out.candidate == "gen-0001" and out.adapter is not None and out.loaded["loaded"] is True
+        serve = out.adapter["serve_name"]
+        assert serve.startswith("agent-g0001-") and serve.endswith(out.adapter["sha256"][:8])
+        lines = read_dataset(Path(out.dataset["path"]))
+        line = next(ln for ln in lines if ln.accepted and ln.tokens)
+        first = next(i for i, m in enumerate(line.messages) if i >= line.prompt_messages and m["role"] == "assistant")
+        prompt = line.messages[:first]
+        with ChatClient(url, token_ids=True) as c:
+            assert serve in c.list_models()
+            base = c.chat(DEFAULT_MODEL_ID, prompt, temperature=0.0, max_tokens=24)
+            tuned = c.chat(serve, prompt, temperature=0.0, max_tokens=24)
+        assert base.prompt_token_ids == tuned.prompt_token_ids == line.tokens[0]["prompt_token_ids"]
+        assert tuned.completion_token_ids != base.completion_token_ids, (base.content, tuned.content)
+
+    m = ctx.store.get_generation("gen-0001")
+    assert m.state.value == "candidate" and m.parent == "gen-0000"
+    assert m.provenance.dataset_digest == out.dataset["digest"]
+    assert m.metrics["train_logprob_delta"] > 0 and m.metrics["adapter_bytes"] == out.adapter["bytes"]
+    run = ctx.store.get_training_run(out.run_id)
+    assert run.status == "done" and run.metrics["training"]["logprob_after"] == tr["logprob_after"]
+    print(json.dumps({"selection": out.selection, "training": {k: v for k, v in tr.items() if k != "base_digest"},
+                      "adapter_bytes": out.adapter["bytes"], "wall_sec": out.wall_sec}))
