@@ -115,8 +115,10 @@ class LocalBackend:
         s = req.settings
         torch.manual_seed(s.seed)
         torch.set_num_threads(s.threads or max(1, (os.cpu_count() or 2) // 2))
-        torch.use_deterministic_algorithms(True)
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        # cuBLAS is deterministic only with a fixed workspace; on the GPU a nondeterministic op warns
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=device.type == "cuda")
         tok = AutoTokenizer.from_pretrained(str(req.base_model_dir))
         base: Any = AutoModelForCausalLM.from_pretrained(str(req.base_model_dir), dtype=torch.float32)
         base = base.to(device)
