@@ -6,13 +6,12 @@ from collections import Counter
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, TaskID
 from rich.table import Table
 
 from rsi.cli.common import console, err_console, errors, open_context, print_json
-from rsi.core.arm import TrialSpec
+from rsi.cli.progress import TrialBar, progress
 from rsi.core.errors import InputError
-from rsi.core.trial import TrialResult
 from rsi.loop.discover import DiscoverHooks
 from rsi.loop.run import Progress as RunProgress
 from rsi.store.tables import CandidateRow
@@ -39,21 +38,7 @@ class _Hooks(DiscoverHooks):
         self.p.update(self.gen_bar, completed=done)
 
     def stage(self, name: str) -> RunProgress:
-        p = self.p
-
-        class Bar(RunProgress):
-            def __init__(self) -> None:
-                self.task_id = p.add_task(name, total=None, passed=0)
-                self.passed = 0
-
-            def start(self, total: int, done: int, job_id: str) -> None:
-                p.update(self.task_id, total=total, completed=done)
-
-            def trial_finished(self, spec: TrialSpec, result: TrialResult) -> None:
-                self.passed += int(result.passed)
-                p.update(self.task_id, advance=1, passed=self.passed)
-
-        return Bar()
+        return TrialBar(self.p, name)
 
 
 def _band(text: str | None) -> tuple[float, float] | None:
@@ -112,10 +97,8 @@ def discover(
     with errors():
         wctx = open_context(ctx)
         bnd = _band(band)
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("passed {task.fields[passed]}"), TimeElapsedColumn(), console=err_console,
-                      transient=json_out, disable=not err_console.is_terminal) as progress:
-            hooks = _Hooks(progress, json_out)
+        with progress(json_out) as bars:
+            hooks = _Hooks(bars, json_out)
             if reprobe:
                 rep = run_reprobe(wctx, generation=gen, attempts=attempts, band=bnd, budget=budget,
                                   concurrency=concurrency, stage_progress=hooks.stage)

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 from rich.table import Table
 
 from rsi.cli.common import console, err_console, errors, open_context, print_json
-from rsi.core.arm import TrialSpec
-from rsi.core.trial import TrialResult
+from rsi.cli.progress import TrialBar, progress
 from rsi.loop.expand import ExpandHooks, ExpandOutcome
 from rsi.loop.run import Progress as RunProgress
 
@@ -29,21 +28,7 @@ class _Hooks(ExpandHooks):
             err_console.print(text, highlight=False, soft_wrap=True)
 
     def stage(self, key: str) -> RunProgress:
-        p = self.p
-
-        class Bar(RunProgress):
-            def __init__(self) -> None:
-                self.task_id = p.add_task(key, total=None, passed=0)
-                self.passed = 0
-
-            def start(self, total: int, done: int, job_id: str) -> None:
-                p.update(self.task_id, total=total, completed=done)
-
-            def trial_finished(self, spec: TrialSpec, result: TrialResult) -> None:
-                self.passed += int(result.passed)
-                p.update(self.task_id, advance=1, passed=self.passed)
-
-        return Bar()
+        return TrialBar(self.p, key)
 
 
 def expand(
@@ -68,9 +53,7 @@ def expand(
         wctx = open_context(ctx)
         req = ExpandRequest(budget=budget, unit=unit, generation=gen, tasks=tasks, strategy=strategy, seed=seed,
                             attempts=attempts, proposals=proposals, concurrency=concurrency, resume=resume)
-        cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("passed {task.fields[passed]}"), TimeElapsedColumn())
-        with Progress(*cols, console=err_console, transient=as_json) as p:
+        with progress(as_json) as p:
             out = run_expand(wctx, req, _Hooks(p, as_json))
         if as_json:
             print_json(out.as_json())

@@ -6,13 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from rsi.cli.common import console, err_console, errors, open_context, print_json
-from rsi.core.arm import TrialSpec
-from rsi.core.trial import TrialResult
-from rsi.loop.run import Progress as RunProgress
+from rsi.cli.progress import TrialBar, progress
 from rsi.loop.run import RunRequest, run_job
 from rsi.report.jobs import job_json, summarize
 
@@ -22,20 +19,6 @@ jobs_app = typer.Typer(help="Jobs: list and show.", no_args_is_help=True)
 def register(app: typer.Typer) -> None:
     app.command("run")(run)
     app.add_typer(jobs_app, name="jobs")
-
-
-class _Bar(RunProgress):
-    def __init__(self, progress: Progress) -> None:
-        self.p = progress
-        self.task_id = progress.add_task("trials", total=None, passed=0)
-        self.passed = 0
-
-    def start(self, total: int, done: int, job_id: str) -> None:
-        self.p.update(self.task_id, total=total, completed=done, description=job_id)
-
-    def trial_finished(self, spec: TrialSpec, result: TrialResult) -> None:
-        self.passed += int(result.passed)
-        self.p.update(self.task_id, advance=1, passed=self.passed)
 
 
 def run(
@@ -69,17 +52,8 @@ def run(
                      configs=list(config or []), resume=resume, budget=budget, budget_unit=unit)
     with errors():
         wctx = open_context(ctx)
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("passed {task.fields[passed]}"),
-            TimeElapsedColumn(),
-            console=err_console,
-            transient=json_out,
-            disable=not err_console.is_terminal,
-        ) as progress:
-            outcome = run_job(wctx, req, _Bar(progress))
+        with progress(json_out) as bars:
+            outcome = run_job(wctx, req, TrialBar(bars, "trials"))
     if json_out:
         print_json(job_json(outcome.job, outcome.trials))
     else:
