@@ -15,7 +15,7 @@ import secrets
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,7 +35,7 @@ from rsi.harness.agent import AGENTS
 from rsi.harness.builtin import load_agents
 from rsi.loop.arms import ArmPlan, arms_of_job, resolve_arms, trial_spec
 from rsi.loop.context import WorkspaceContext
-from rsi.sandbox.base import SandboxProvider
+from rsi.sandbox.base import SandboxError, SandboxProvider
 from rsi.store.files import load_tasks
 from rsi.store.tables import BudgetRow, JobRow, TrialRow
 
@@ -368,6 +368,11 @@ def _drive(
         close = getattr(ex, "close", None)
         if close is not None:
             close()
+        # Every trial has ended, so none of the job's containers should exist; one whose removal
+        # failed (the daemon was unreachable then, e.g. restarting) is removed here. If the daemon
+        # is still away, a resume or `rsi sandbox gc` sweeps it.
+        with suppress(SandboxError):
+            env.provider.gc(set(), scope={job_id})
     if failure is not None:
         log = ctx.ws.logs_dir / f"{job_id}-error.log"
         log.parent.mkdir(parents=True, exist_ok=True)

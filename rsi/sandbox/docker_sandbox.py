@@ -272,9 +272,11 @@ class DockerSandbox:
         if self._stopped or self._frozen:
             return
         try:
-            info = self._api.inspect_container(self.id)
-        except docker.errors.DockerException:
-            return  # gone or unreachable: infra, as the caller says
+            info = self._call("inspect", self._api.inspect_container, self.id)
+        except SandboxError:
+            if cause is not None:
+                return  # gone or unreachable: infra, as the caller says
+            raise  # nothing failed yet, but the daemon cannot say what the container did: infra
         state = info.get("State") or {}
         if exited_anyway:
             state = {**state, "Running": False}

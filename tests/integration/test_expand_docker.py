@@ -3,13 +3,16 @@
 Three tasks whose ground truth is known (benchmarks/policy_server.py): `easy` (any config solves
 it), `cold` (only sampling.temperature=0.2) and `never` (no config). The endpoint answers 503 for
 a while, and a container is killed mid-trial: both are infra (retried), never a model or config
-verdict, and the verdicts come out as the ground truth says. Then a `kill -9`-style stop mid-search
-and `--resume`: every trial recorded once, the budget's spent figure equal to the trials recorded,
-no container left.
+verdict, and the verdicts come out as the ground truth says. The same for the Docker daemon going
+away mid-job (simulated per provider, see DaemonOutage: a real restart would hit every other user
+of the daemon). Then a `kill -9`-style stop mid-search and `--resume`: every trial recorded once,
+the budget's spent figure equal to the trials recorded, no container left.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,9 @@ from rsi.exec.trial import TrialEnv
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.expand import ExpandRequest, expand
 from rsi.loop.init import init_workspace
+from rsi.sandbox.base import SandboxSpec
+from rsi.sandbox.docker import DockerSandboxProvider
+from rsi.sandbox.docker_sandbox import DockerSandbox
 from rsi.store.tables import JobRow
 from tests.integration.conftest import rsi_containers
 from tests.taskgen import make_task
@@ -99,6 +105,7 @@ def test_expand_stopped_mid_search_resumes_each_trial_once(ctx: WorkspaceContext
     assert out.interrupted and "budget" in (out.reason or "")
     with ctx.store.session() as s:  # what kill -9 leaves: the job 'running', its owner gone
         job = s.get(JobRow, out.job_id)
+        assert job is not None
         job.status, job.owner_pid = "running", None
         s.add(job)
         s.commit()
@@ -113,3 +120,97 @@ def test_expand_stopped_mid_search_resumes_each_trial_once(ctx: WorkspaceContext
             if c["Labels"].get("rsi.job", "").startswith("job-") and
             any(c["Labels"].get("rsi.job") == j.id for j in ctx.store.child_jobs(out.job_id))]
     assert not left
+
+
+class DaemonOutage(DockerSandboxProvider):
+    """The docker provider, with the daemon going away for a while as a `dockerd` restart does it,
+    for this provider only (restarting the real daemon would hit everything else running on it).
+
+    `begin()` does what a daemon shutdown does to the containers it runs (without live-restore):
+    stops each running container of this provider with `docker stop` (SIGTERM to the init, SIGKILL
+    after a grace), through a separate client. Then for `seconds` every request this provider's
+    client sends fails the way it fails while the daemon is down: it is sent to a docker client whose
+    unix socket does not exist, so the SDK raises its own `requests.exceptions.ConnectionError`
+    (also for calls that bypass rsi's retry wrapper, and for exec streams). Afterwards the requests
+    reach the daemon again and the stopped containers are there, exited, as after a restart.
+    """
+
+    def __init__(self, sock_dir: Path, seconds: float = 4.0) -> None:
+        import docker
+
+        client = docker.from_env()
+        super().__init__(client=client)
+        self.seconds, self.began_at, self.ended_at = seconds, 0.0, 0.0
+        self.refused, self.stopped, self.ours = 0, [], []  # type: ignore[var-annotated]
+        self._side = docker.from_env().api
+        dead = docker.APIClient(base_url=f"unix://{sock_dir}/docker.sock", version=client.api.api_version)
+        real = client.api.send
+        lock = threading.Lock()
+
+        def send(request: Any, **kw: Any) -> Any:
+            if self.began_at <= time.monotonic() < self.ended_at:
+                with lock:
+                    self.refused += 1
+                return dead.send(request, **kw)
+            return real(request, **kw)
+
+        client.api.send = send  # type: ignore[method-assign]
+
+    def start(self, spec: SandboxSpec) -> DockerSandbox:
+        sb = super().start(spec)
+        self.ours.append(sb.id)
+        return sb
+
+    def begin(self) -> None:
+        if self.began_at:
+            return
+        self.began_at = time.monotonic()  # requests fail from now on, while the containers go down
+        self.ended_at = self.began_at + 3600
+        for cid in list(self.ours):
+            if self._side.inspect_container(cid)["State"]["Running"]:
+                self._side.stop(cid, timeout=2)
+                self.stopped.append(cid)
+        self.ended_at = time.monotonic() + self.seconds
+
+
+UNNOTICED = pytest.mark.xfail(strict=True, reason=(
+    "known gap: a container the daemon stopped (SIGTERM, exit 143) while rsi made no daemon call is "
+    "indistinguishable, from inspect, from an agent's `kill 1`, so it is graded agent_broke_sandbox; "
+    "telling them apart needs the daemon's events stream watched for the whole trial"))
+
+
+@pytest.mark.parametrize("during_model_call", [False, pytest.param(True, marks=UNNOTICED)],
+                         ids=["calls-refused", "restart-unnoticed"])
+def test_docker_daemon_outage_mid_job_is_infra_and_retried(
+    ctx: WorkspaceContext, policy: tuple[Policy, str], tmp_path: Path, during_model_call: bool
+) -> None:
+    """calls-refused: the trials' next daemon calls fail while the daemon is away (4 s);
+    restart-unnoticed: the daemon is back (1 s) before the trial, waiting on the model, calls it
+    again; it only finds its container stopped."""
+    outage = DaemonOutage(tmp_path, seconds=1.0 if during_model_call else 4.0)
+
+    def hook(n: int, body: dict[str, Any]) -> None:
+        if n == 3:  # mid-trial, a container up
+            outage.begin()
+            if during_model_call:
+                time.sleep(max(0.0, outage.ended_at - time.monotonic()) + 0.2)
+
+    policy[0].on_call = hook
+    out = expand(ctx, ExpandRequest(budget=30, attempts=1, concurrency=2, proposals=0, provider=outage,
+                                    trial_env_hook=_fast))
+    assert not out.interrupted, out.reason
+    assert outage.stopped and (during_model_call or outage.refused > 0), "the outage hit nothing"
+    trials = [t for j in ctx.store.child_jobs(out.job_id) for t in ctx.store.trials(j.id)]
+    hit = [t for t in trials if t.infra_attempts or is_infra(t.error_type)]
+    assert hit, "no trial saw the outage"
+    # none of it is blamed on the agent, the model or a config
+    bad = [(t.id, t.error_type, t.error_message) for t in trials
+           if t.error_type and not is_infra(t.error_type)]
+    assert not bad, bad
+    kinds = {a.task_name: (a.kind, a.variant) for a in ctx.store.attributions("gen-0000")}
+    assert kinds == {"cold": ("config", "sampling.temperature=0.2"), "never": ("model", None)}, kinds
+    assert out.coverage["solved"] == 2 and out.budget["spent"]["all"] == out.trials
+    # the containers the daemon stopped, whose removal failed while it was away, are gone by the job's end
+    jobs = {j.id for j in ctx.store.child_jobs(out.job_id)}
+    left = [c["Id"][:12] for c in rsi_containers(outage._side) if c["Labels"].get("rsi.job") in jobs]
+    assert not left, left
