@@ -254,15 +254,18 @@ def test_kill_9_mid_search_then_resume_records_every_trial_once(
         return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env={**os.environ, "RSI_HOME": root})
 
-    def search_done() -> int:
-        return sum(t.status == "done" for j in ctx.store.list_jobs()
-                   if j.parent_job and str(j.params.get("stage", "")).startswith("search-")
-                   for t in ctx.store.trials(j.id))
+    def mid_round() -> bool:  # a search round with some trials finished and some not
+        for j in ctx.store.list_jobs():
+            if j.parent_job and str(j.params.get("stage", "")).startswith("search-"):
+                states = {t.status == "done" for t in ctx.store.trials(j.id)}
+                if states == {True, False}:
+                    return True
+        return False
 
     proc = start(None, 40)
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and search_done() < 2 and proc.poll() is None:
-        time.sleep(0.1)
+    while time.monotonic() < deadline and not mid_round() and proc.poll() is None:
+        time.sleep(0.05)
     assert proc.poll() is None, "expand finished before it could be killed: " + proc.communicate()[1][-2000:]
     proc.send_signal(signal.SIGKILL)
     proc.wait()
