@@ -24,8 +24,10 @@ from typing import Any
 
 from rsi.core.generation import GenerationManifest
 from rsi.core.promotion import paired_p, test_name, wilson
-from rsi.loop.context import WorkspaceContext
 
+# An opened workspace (rsi.loop.context.WorkspaceContext: .ws, .store, .generation, .config_by_digest);
+# typed loosely because report sits beside loop, not above it.
+Ctx = Any
 SOLVED_AT = 0.5
 FLIPS = ("fixed", "regressed", "still_failing", "still_passing")
 
@@ -83,7 +85,7 @@ class DiffReport:
         return out
 
 
-def _config_yaml(ctx: WorkspaceContext, digest: str) -> str:
+def _config_yaml(ctx: Ctx, digest: str) -> str:
     try:
         return ctx.store.get_config(digest).canonical_yaml
     except Exception:  # noqa: BLE001 - not stored yet: from a file with that digest, else say so
@@ -93,7 +95,7 @@ def _config_yaml(ctx: WorkspaceContext, digest: str) -> str:
             return f"# config {digest} is not in the store\n"
 
 
-def _adapter(ctx: WorkspaceContext, g: GenerationManifest) -> dict[str, Any]:
+def _adapter(ctx: Ctx, g: GenerationManifest) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, ref in g.adapters.items():
         info: dict[str, Any] = {"path": ref.path, "sha256": ref.sha256, "serve_name": ref.serve_name}
@@ -113,13 +115,13 @@ def _adapter(ctx: WorkspaceContext, g: GenerationManifest) -> dict[str, Any]:
             "expand_jobs": prov.expand_jobs, "discover_jobs": prov.discover_jobs}
 
 
-def _families(ctx: WorkspaceContext, names: set[str]) -> dict[str, str]:
+def _families(ctx: Ctx, names: set[str]) -> dict[str, str]:
     """task name -> family, from tasks/ (the store's task rows when the file is gone)."""
     fam = {r.name: r.family for r in ctx.store.task_rows() if r.name in names}
     return {n: fam.get(n, "misc") for n in names}
 
 
-def build_diff(ctx: WorkspaceContext, a_id: str, b_id: str, agent: str = "harness") -> DiffReport:
+def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str = "harness") -> DiffReport:
     store = ctx.store
     a, b = ctx.generation(a_id), ctx.generation(b_id)
     a_yaml, b_yaml = _config_yaml(ctx, a.harness_config.digest), _config_yaml(ctx, b.harness_config.digest)
@@ -181,7 +183,7 @@ def build_diff(ctx: WorkspaceContext, a_id: str, b_id: str, agent: str = "harnes
     return report
 
 
-def _attribution(ctx: WorkspaceContext, a_id: str, b_id: str) -> dict[str, Any]:
+def _attribution(ctx: Ctx, a_id: str, b_id: str) -> dict[str, Any]:
     kinds = ("model", "task", "config", "infra")
     va = {r.task_digest: r.kind for r in ctx.store.attributions(generation=a_id)}
     vb = {r.task_digest: r.kind for r in ctx.store.attributions(generation=b_id)}
@@ -195,7 +197,7 @@ def _attribution(ctx: WorkspaceContext, a_id: str, b_id: str) -> dict[str, Any]:
             "kinds": list(kinds)}
 
 
-def default_out(ctx: WorkspaceContext, a: str, b: str, fmt: str) -> Path:
+def default_out(ctx: Ctx, a: str, b: str, fmt: str) -> Path:
     return ctx.ws.state_dir / "reports" / f"diff-{a}-{b}.{fmt}"
 
 
