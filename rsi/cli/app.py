@@ -10,6 +10,7 @@ import typer
 
 from rsi import __version__
 from rsi.cli import config as config_cmd
+from rsi.cli import cycle as cycle_cmd
 from rsi.cli import diff as diff_cmd
 from rsi.cli import discover as discover_cmd
 from rsi.cli import expand as expand_cmd
@@ -60,6 +61,7 @@ expand_cmd.register(app)
 update_cmd.register(app)
 promote_cmd.register(app)
 diff_cmd.register(app)
+cycle_cmd.register(app)
 app.add_typer(tasks_cmd.app, name="tasks")
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(sandbox_cmd.app, name="sandbox")

@@ -39,7 +39,7 @@ from rsi.store.queries_trials import HOLDOUT_READERS, READERS, Reader, TrialQuer
 from rsi.store.queries_update import UpdateQueries
 from rsi.store.tables import JobRow, TrialRow, utcnow
 
-Phase = Literal["discover", "expand", "update", "promote", "run"]
+Phase = Literal["discover", "expand", "update", "promote", "run", "cycle"]
 
 __all__ = ["HOLDOUT_READERS", "READERS", "Phase", "Reader", "Store"]
 

@@ -1,0 +1,182 @@
+"""`rsi cycle` (discover -> expand -> update -> promote once) and `rsi demo` (the same on a fresh workspace)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import Progress, TaskID
+from rich.table import Table
+
+from rsi.cli.common import console, err_console, errors, open_context, print_json
+from rsi.cli.progress import TrialBar, progress
+from rsi.loop.cycle import CycleHooks, CycleOutcome
+from rsi.loop.run import Progress as RunProgress
+
+
+def register(app: typer.Typer) -> None:
+    app.command("cycle")(cycle)
+    app.command("demo")(demo)
+
+
+class _Hooks(CycleHooks):
+    """A bar per phase stage (discover's oracle/controls/probe, expand's baseline/search rounds, promote's
+    holdout) and one for training steps."""
+
+    def __init__(self, p: Progress, quiet: bool) -> None:
+        self.p, self.quiet = p, quiet
+        self.train_bar: TaskID | None = None
+
+    def message(self, text: str) -> None:
+        if not self.quiet:
+            self.p.console.print(text, highlight=False, soft_wrap=True, markup=False)
+
+    def phase(self, name: str) -> None:
+        if not self.quiet:
+            self.p.console.rule(f"[bold]{name}")
+
+    def stage(self, phase: str, key: str) -> RunProgress:
+        return TrialBar(self.p, f"{phase}: {key}")
+
+    def train_step(self, step: int, total: int, loss: float) -> None:
+        if self.train_bar is None:
+            self.train_bar = self.p.add_task("update: training steps", total=total, passed="-")
+        self.p.update(self.train_bar, completed=step, passed=f"loss {loss:.4f}")
+
+
+def _fmt(x: Any, pct: bool = False) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{100 * x:.1f}%" if pct else f"{x:.4g}"
+    return str(x)
+
+
+def summary(out: CycleOutcome) -> Table:
+    ph = out.phases
+    t = Table(title=f"cycle {out.job_id} on {out.generation} ({out.wall_sec:.0f} s)", title_justify="left")
+    for c in ("phase", "job", "status", "budget", "result"):
+        t.add_column(c)
+    d, e, u, p = (ph.get(k, {}) for k in ("discover", "expand", "update", "promote"))
+    t.add_row("discover", _fmt(d.get("job")), _fmt(d.get("status")), f"{out.split['discover']:g}",
+              f"{d.get('admitted', 0)} admitted of {d.get('candidates', 0)} ({d.get('holdout', 0)} holdout)"
+              if d else "-")
+    t.add_row("expand", _fmt(e.get("job")), _fmt(e.get("status")), f"{out.split['expand']:g}",
+              (f"baseline {_fmt(e.get('baseline_rate'), True)}, {e.get('trials', 0)} trials; adopted "
+               + (str(e.get("adopted")) if e.get("adopted_new") else "none (baseline stays)")) if e else "-")
+    t.add_row("update", _fmt(u.get("run")), _fmt(u.get("status")), "0",
+              (f"{u.get('candidate')}: {u.get('accepted')} accepted trajectories, {u.get('steps')} steps"
+               if u.get("candidate") else _fmt(u.get("reason"))) if u else "-")
+    t.add_row("promote", _fmt(p.get("job")), _fmt(p.get("status")), f"{out.split['promote']:g}",
+              (f"holdout {_fmt(p.get('parent_rate'), True)} -> {_fmt(p.get('candidate_rate'), True)} "
+               f"on {p.get('holdout_tasks')} task(s), p {_fmt(p.get('p_value'))}: "
+               + ("[green]promoted[/]" if p.get("passed") else
+                  f"[red]rejected[/] ({', '.join(p.get('failing') or [])})")
+               + (f"; {p['skipped']}" if p.get("skipped") else "")) if p else "-")
+    return t
+
+
+def _run(wctx: Any, req: Any, json_out: bool) -> CycleOutcome:
+    from rsi.loop.cycle import cycle as run_cycle
+
+    with progress(json_out) as bars:
+        return run_cycle(wctx, req, _Hooks(bars, json_out))
+
+
+def _report(wctx: Any, out: CycleOutcome, json_out: bool, html: bool) -> Path | None:
+    """The summary, the gate table and the diff against the parent (HTML written when asked)."""
+    from rsi.cli.promote import gate_table
+    from rsi.report.diff import build_diff, default_out
+    from rsi.report.diff_render import term
+
+    path = None
+    if out.candidate:
+        parent = wctx.generation(out.candidate).parent
+        report = build_diff(wctx, parent, out.candidate)
+        if html:
+            from rsi.report.diff_html import html as render_html
+            from rsi.store.files import write_atomic
+
+            path = default_out(wctx, report.a, report.b, "html")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, render_html(report))
+    if json_out:
+        print_json({**out.as_json(), "report": str(path) if path else None})
+        return path
+    console.print(summary(out))
+    prom = out.results.get("promote")
+    if prom is not None:
+        console.print(gate_table(prom.verdict, f"gates: {prom.candidate} over {prom.parent}"))
+    if out.stopped:
+        console.print(f"[yellow]stopped:[/] {out.stopped}", highlight=False, soft_wrap=True)
+    if out.candidate:
+        console.print(term(build_diff(wctx, wctx.generation(out.candidate).parent, out.candidate)))
+    if path is not None:
+        console.print(f"HTML diff report: {path.resolve()}", highlight=False, soft_wrap=True)
+    return path
+
+
+def _exit(out: CycleOutcome) -> None:
+    ph = out.phases
+    if out.stopped and ph.get("update", {}).get("status") != "no_candidate":
+        raise typer.Exit(130 if "interrupted" in out.stopped else 3)
+
+
+def cycle(
+    ctx: typer.Context,
+    budget: Annotated[float, typer.Option("--budget", help="Trials for the whole cycle, split across the "
+                                          "phases (printed before it starts).")] = 200,
+    resume: Annotated[str | None, typer.Option("--resume", help="Finish cycle job JOB: finished phases are "
+                                               "skipped, the unfinished one resumes.")] = None,
+    n: Annotated[int, typer.Option("--n", help="Discover: candidates to generate.")] = 6,
+    backend: Annotated[str, typer.Option("--backend", help="Update: export | command | local")] = "local",
+    command: Annotated[str | None, typer.Option("--command", help="Update: the command backend's template.")] = None,
+    steps: Annotated[int | None, typer.Option("--steps", help="Update: optimiser steps.")] = None,
+    concurrency: Annotated[int, typer.Option("-c", "--concurrency", help="Trials at a time.")] = 2,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    html: Annotated[bool, typer.Option("--html/--no-html", help="Write the HTML diff report.")] = True,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+) -> None:
+    """Run discover -> expand -> update -> promote once for the current generation, under one budget."""
+    from rsi.loop.cycle import CycleRequest
+
+    with errors():
+        wctx = open_context(ctx)
+        req = CycleRequest(budget=budget, resume=resume, n=n, backend=backend, command=command, steps=steps,
+                           concurrency=concurrency, seed=seed)
+        out = _run(wctx, req, json_out)
+        _report(wctx, out, json_out, html)
+    _exit(out)
+
+
+def demo(
+    directory: Annotated[Path, typer.Option("--dir", help="The fresh workspace to create.")] = Path("rsi-demo"),
+    budget: Annotated[float, typer.Option("--budget", help="Trials for the cycle.")] = 110,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+) -> None:
+    """One cycle on a fresh workspace with the embedded model, sized for a 2-core machine; writes the HTML report."""
+    from rsi.core.errors import InputError
+    from rsi.loop.context import WorkspaceContext
+    from rsi.loop.cycle import CycleRequest, demo_settings
+    from rsi.loop.init import init_workspace
+
+    t0 = time.monotonic()
+    with errors():
+        if directory.exists() and any(directory.iterdir()):
+            raise InputError(str(directory), None, "exists and is not empty; the demo makes a fresh workspace "
+                                                   "(choose another --dir)")
+        init_workspace(directory)
+        demo_settings(directory)
+        wctx = WorkspaceContext.open(directory)
+        if not json_out:
+            err_console.print(f"demo workspace: {directory.resolve()}", highlight=False)
+        req = CycleRequest(budget=budget, n=6, attempts=2, expand_attempts=1, proposals=1, round_size=4,
+                           steps=4, concurrency=2)
+        out = _run(wctx, req, json_out)
+        _report(wctx, out, json_out, html=True)
+    if not json_out:
+        console.print(f"demo wall time: {time.monotonic() - t0:.0f} s; continue with "
+                      f"`rsi -w {directory} cycle`", highlight=False)
+    _exit(out)

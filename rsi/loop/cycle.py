@@ -1,0 +1,373 @@
+"""`rsi cycle`: one generation through discover -> expand -> update -> promote, as one parent job.
+
+The cycle job (kind `cycle`) records, in its params, the budget split and each phase as it starts:
+`phases.<name> = {"status": "running" | "done" | "stopped" | "no_candidate", "job": ID, ...}`.
+A phase job's id is recorded as soon as the phase has created it (found by kind, generation and
+start time; the first child stage's progress hook records it), so `rsi cycle --resume CYCLE` after a
+kill skips finished phases and continues the unfinished one with that phase's own resume.
+
+Budget (trials): promote must measure every holdout task K times for both generations or the gates
+cannot pass, so its need, 2 x K x max(holdout tasks, the paired test's minimum), is set aside first;
+what is left is split discover 40% / expand 60%. Update runs no trials. The split is stored with the
+job, so a resume keeps it.
+
+Update with no trainable trajectory (nothing accepted, everything refused) ends the cycle with the
+reason (`no_candidate`), not a crash; so does a training run that leaves no candidate.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rsi.core.errors import ConfigError, InputError
+from rsi.core.promotion import min_tasks
+from rsi.exec.trial import TrialEnv
+from rsi.loop.context import WorkspaceContext
+from rsi.loop.discover import DiscoverHooks, DiscoverRequest, discover
+from rsi.loop.expand import ExpandHooks, ExpandRequest, expand
+from rsi.loop.expand_candidates import Reflector
+from rsi.loop.promote import PromoteRequest, holdout_tasks, promote
+from rsi.loop.run import Progress, new_job_id
+from rsi.loop.update import UpdateFailed, UpdateRequest, run_update
+from rsi.sandbox.base import SandboxProvider
+
+PHASES = ("discover", "expand", "update", "promote")
+DISCOVER_SHARE = 0.4  # of what promote leaves; expand gets the rest
+
+
+@dataclass
+class CycleRequest:
+    budget: float = 200.0  # trials, all phases together
+    resume: str | None = None
+    generation: str | None = None
+    concurrency: int = 2
+    # discover
+    n: int = 6
+    attempts: int | None = None  # probe attempts (default: the contract's)
+    generators: list[str] = field(default_factory=list)
+    seed: int = 0
+    # expand
+    expand_attempts: int = 1
+    proposals: int = 1
+    round_size: int = 4
+    reflector: Reflector | None = None
+    # update
+    backend: str = "local"
+    command: str | None = None
+    steps: int | None = None
+    load: bool = True
+    # seams for tests: scripted agents, the fake provider, fast retries
+    probe_agent: str = "harness"
+    promote_agent: str = "harness"
+    provider: SandboxProvider | None = None
+    trial_env_hook: Callable[[TrialEnv], None] | None = None
+
+
+class CycleHooks:
+    """What the CLI hooks into: messages, one progress per phase stage, training steps."""
+
+    def message(self, text: str) -> None: ...
+
+    def phase(self, name: str) -> None: ...
+
+    def stage(self, phase: str, key: str) -> Progress:
+        return Progress()
+
+    def train_step(self, step: int, total: int, loss: float) -> None: ...
+
+
+@dataclass
+class CycleOutcome:
+    job_id: str
+    generation: str
+    split: dict[str, float]
+    phases: dict[str, dict[str, Any]]
+    candidate: str | None = None
+    verdict: str | None = None  # promoted | rejected | dry | None
+    stopped: str | None = None  # why the cycle ended before promote decided (no candidate, interrupted)
+    wall_sec: float = 0.0
+    results: dict[str, Any] = field(default_factory=dict)  # each phase's own outcome object (this run only)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"job": self.job_id, "generation": self.generation, "split": self.split, "phases": self.phases,
+                "candidate": self.candidate, "verdict": self.verdict, "stopped": self.stopped,
+                "wall_sec": round(self.wall_sec, 2)}
+
+
+def plan_split(ctx: WorkspaceContext, budget: float) -> dict[str, float]:
+    """Trials per phase: promote's need first, the rest 40/60 between discover and expand."""
+    p = ctx.contract.promotion
+    holdout = max(len(holdout_tasks(ctx)), min_tasks(p.alpha))
+    prom = float(2 * p.trials_per_task * holdout)
+    rest = budget - prom
+    if rest < 2:
+        raise InputError("--budget", None, f"{budget:g} trials cannot cover promote's {prom:g} (2 generations x "
+                                           f"{p.trials_per_task} trials x {holdout} holdout tasks) and leave any "
+                                           f"for discover and expand; the minimum that works is {prom + 2:g}")
+    disc = float(max(1, int(rest * DISCOVER_SHARE)))
+    return {"discover": disc, "expand": rest - disc, "update": 0.0, "promote": prom}
+
+
+class _Cycle:
+    def __init__(self, ctx: WorkspaceContext, req: CycleRequest, hooks: CycleHooks, job_id: str,
+                 gen: str, split: dict[str, float]) -> None:
+        self.ctx, self.req, self.hooks, self.job_id, self.gen, self.split = ctx, req, hooks, job_id, gen, split
+        self.results: dict[str, Any] = {}
+
+    # -- the record ----------------------------------------------------------------------------
+    def phases(self) -> dict[str, dict[str, Any]]:
+        return dict(self.ctx.store.get_job(self.job_id).params.get("phases") or {})
+
+    def record(self, name: str, **info: Any) -> None:
+        store = self.ctx.store
+        phases = self.phases()
+        phases[name] = {**phases.get(name, {}), **info}
+        store.acquire_driver()
+        try:
+            store.merge_job_params(self.job_id, {"phases": phases})
+        finally:
+            store.release_driver()
+
+    def find_job(self, name: str) -> str | None:
+        """The phase job this cycle started: recorded, else the newest of its kind since the phase began."""
+        info = self.phases().get(name, {})
+        if info.get("job"):
+            return str(info["job"])
+        since = info.get("started_at")
+        if since is None:
+            return None
+        start = datetime.fromisoformat(since).replace(tzinfo=None)
+        jobs = [j for j in self.ctx.store.jobs_of(kind=name)
+                if j.created_at.replace(tzinfo=None) >= start and j.parent_job is None
+                and (name == "promote" or j.generation == self.gen)]
+        if not jobs:
+            return None
+        self.record(name, job=jobs[-1].id)
+        return jobs[-1].id
+
+    def stage_progress(self, name: str) -> Callable[[str], Progress]:
+        def make(key: str) -> Progress:
+            self.find_job(name)  # the phase job exists once its first stage starts
+            return self.hooks.stage(name, key)
+        return make
+
+    def begin(self, name: str) -> str | None:
+        """Mark the phase started (unless it already was) and return the job to resume, if any."""
+        self.hooks.phase(name)
+        info = self.phases().get(name, {})
+        if not info.get("started_at"):
+            self.record(name, status="running", started_at=datetime.now(UTC).isoformat())
+            return None
+        return self.find_job(name)
+
+    # -- the phases ----------------------------------------------------------------------------
+    def discover(self) -> str | None:
+        resume = self.begin("discover")
+        r = self.req
+        outer = self
+
+        class Hooks(DiscoverHooks):
+            def message(self, text: str) -> None:
+                outer.hooks.message(text)
+
+            def stage(self, key: str) -> Progress:
+                return outer.stage_progress("discover")(key)
+
+        dreq = DiscoverRequest(resume=resume, concurrency=r.concurrency, budget=self.split["discover"]) if resume \
+            else DiscoverRequest(n=r.n, generators=list(r.generators), generation=self.gen, attempts=r.attempts,
+                                 budget=self.split["discover"], seed=r.seed, concurrency=r.concurrency,
+                                 probe_agent=r.probe_agent)
+        out = discover(self.ctx, dreq, Hooks(), provider=r.provider)
+        self.results["discover"] = out
+        admitted = [c for c in out.candidates if c.state == "admitted"]
+        self.record("discover", job=out.job_id, candidates=len(out.candidates), admitted=len(admitted),
+                    holdout=sum(c.split == "holdout" for c in admitted),
+                    status="stopped" if out.interrupted else "done", reason=out.reason)
+        # a spent discover budget is not a failure of the cycle: what was admitted is used
+        if out.interrupted and "budget spent" not in (out.reason or ""):
+            return f"discover stopped: {out.reason}"
+        if out.interrupted:
+            self.record("discover", status="done", note=out.reason)
+        return None
+
+    def expand(self) -> str | None:
+        resume = self.begin("expand")
+        r = self.req
+        outer = self
+
+        class Hooks(ExpandHooks):
+            def message(self, text: str) -> None:
+                outer.hooks.message(text)
+
+            def stage(self, key: str) -> Progress:
+                return outer.stage_progress("expand")(key)
+
+        ereq = ExpandRequest(budget=self.split["expand"], generation=None if resume else self.gen, resume=resume,
+                             attempts=r.expand_attempts, concurrency=r.concurrency, proposals=r.proposals,
+                             round_size=r.round_size, reflector=r.reflector, seed=r.seed, provider=r.provider,
+                             trial_env_hook=r.trial_env_hook)
+        out = expand(self.ctx, ereq, Hooks())
+        self.results["expand"] = out
+        stopped = out.interrupted and "budget spent" not in (out.reason or "")
+        self.record("expand", job=out.job_id, status="stopped" if stopped else "done", reason=out.reason,
+                    baseline_rate=out.baseline.rate, adopted=out.adopted.get("name"),
+                    adopted_new=bool(out.adopted.get("new", True)), trials=out.trials)
+        return f"expand stopped: {out.reason}" if stopped else None
+
+    def update(self) -> str | None:
+        self.begin("update")
+        r = self.req
+        expand_job = self.phases().get("expand", {}).get("job")
+        ureq = UpdateRequest(gen=self.gen, backend=r.backend, command=r.command, steps=r.steps, load=r.load,
+                             from_jobs=[], log=self.hooks.message, progress=self.hooks.train_step)
+        try:
+            out = run_update(ureq, self.ctx.ws.root)
+        except (ConfigError, UpdateFailed) as e:
+            why = f"update made no candidate: {e}"
+            self.record("update", status="no_candidate", reason=why, expand_job=expand_job)
+            return why
+        self.results["update"] = out
+        if out.candidate is None:
+            why = f"update made no candidate: backend {out.backend} exported a dataset only ({out.dataset['path']})"
+            self.record("update", status="no_candidate", run=out.run_id, reason=why)
+            return why
+        self.record("update", status="done", run=out.run_id, candidate=out.candidate,
+                    accepted=out.selection.get("accepted"), steps=out.training.get("steps"))
+        return None
+
+    def promote(self) -> str | None:
+        resume = self.begin("promote")
+        cand = self.phases().get("update", {}).get("candidate")
+        if not cand:
+            return "no candidate to promote"
+        r = self.req
+        outer = self
+
+        class Bar(Progress):
+            def __init__(self) -> None:
+                self.inner = outer.stage_progress("promote")("holdout")
+
+            def start(self, total: int, done: int, job_id: str) -> None:
+                self.inner.start(total, done, job_id)
+
+            def trial_finished(self, spec: Any, result: Any) -> None:
+                self.inner.trial_finished(spec, result)
+
+        out = promote(self.ctx, PromoteRequest(cand, concurrency=r.concurrency, resume=resume,
+                                               agent=r.promote_agent), Bar(), provider=r.provider)
+        self.results["promote"] = out
+        v = out.verdict
+        self.record("promote", job=out.job_id, status="stopped" if out.interrupted else "done",
+                    passed=v.passed, parent_rate=v.parent_rate, candidate_rate=v.candidate_rate, delta=v.delta,
+                    p_value=v.p_value, holdout_tasks=v.n_tasks, skipped=out.skipped, reason=out.interrupted,
+                    failing=[g.name for g in v.failing])
+        return f"promote stopped: {out.interrupted}" if out.interrupted else None
+
+
+def _open_job(ctx: WorkspaceContext, req: CycleRequest) -> tuple[str, str, dict[str, float]]:
+    store = ctx.store
+    if req.resume:
+        job = store.get_job(req.resume)
+        if job.kind != "cycle":
+            raise ConfigError(f"--resume {job.id}: that is a {job.kind} job, not a cycle job")
+        if job.status == "done":
+            raise ConfigError(f"--resume {job.id}: the cycle already finished; `rsi cycle` starts the next one")
+        split = {k: float(v) for k, v in job.params["split"].items()}
+        store.acquire_driver()
+        try:
+            store.claim_job(job.id)  # refuses while another process runs this cycle
+        finally:
+            store.release_driver()
+        return job.id, str(job.generation), split
+    if req.budget <= 0:
+        raise InputError("--budget", None, "must be more than 0")
+    if req.concurrency < 1:
+        raise InputError("--concurrency", None, "must be at least 1")
+    gen = ctx.generation(req.generation).id
+    split = plan_split(ctx, req.budget)
+    job_id = new_job_id().replace("job-", "cyc-")
+    store.acquire_driver()
+    try:
+        store.create_job(job_id, agent="harness", generation=gen, harness_config_digest=None, attempts=1,
+                         concurrency=req.concurrency, task_paths=[], tasks_fingerprint="", trials=[],
+                         kind="cycle", phase="cycle",
+                         params={"budget": req.budget, "split": split, "phases": {}, "generation": gen})
+        store.claim_job(job_id)
+    finally:
+        store.release_driver()
+    return job_id, gen, split
+
+
+def cycle(ctx: WorkspaceContext, req: CycleRequest, hooks: CycleHooks | None = None) -> CycleOutcome:
+    """Run (or resume) one cycle; see the module docstring."""
+    t0 = time.monotonic()
+    hooks = hooks or CycleHooks()
+    store = ctx.store
+    job_id, gen, split = _open_job(ctx, req)
+    hooks.message(f"cycle {job_id} on {gen}: budget {sum(split.values()):g} trials = discover {split['discover']:g}"
+                  f" + expand {split['expand']:g} + promote {split['promote']:g} (update runs no trials)")
+    run = _Cycle(ctx, req, hooks, job_id, gen, split)
+    stopped: str | None = None
+    try:
+        for name in PHASES:
+            info = run.phases().get(name, {})
+            if info.get("status") in ("done",):
+                hooks.message(f"{name}: done earlier ({info.get('job') or info.get('run') or '-'}), skipped")
+                continue
+            if info.get("status") == "no_candidate":
+                stopped = str(info.get("reason"))
+                break
+            stopped = getattr(run, name)()
+            if stopped:
+                break
+    except BaseException as e:
+        reason = "interrupted (Ctrl-C)" if isinstance(e, KeyboardInterrupt) else f"{type(e).__name__}: {e}"
+        _end(store, job_id, f"{reason}; resume with `rsi cycle --resume {job_id}`")
+        raise
+    phases = run.phases()
+    cand = phases.get("update", {}).get("candidate")
+    prom = phases.get("promote", {})
+    verdict = None
+    if prom.get("status") == "done":
+        verdict = "promoted" if prom.get("passed") else "rejected"
+    final = stopped is None or phases.get("update", {}).get("status") == "no_candidate"
+    if final:
+        store.acquire_driver()
+        try:
+            store.merge_job_params(job_id, {"verdict": verdict, "stopped": stopped})
+            store.finish_job(job_id, "done")
+        finally:
+            store.release_driver()
+    else:
+        _end(store, job_id, f"{stopped}; resume with `rsi cycle --resume {job_id}`")
+    return CycleOutcome(job_id, gen, split, phases, cand, verdict, stopped, time.monotonic() - t0, run.results)
+
+
+def _end(store: Any, job_id: str, reason: str) -> None:
+    store.acquire_driver()
+    try:
+        if store.get_job(job_id).status != "done":
+            store.mark_job_interrupted(job_id, reason)
+    finally:
+        store.release_driver()
+
+
+def demo_settings(root: Path) -> None:
+    """Numbers for a 2-core machine in rsi.yaml: few training steps, one thread."""
+    import yaml
+
+    from rsi.store.files import write_atomic
+
+    path = root / "rsi.yaml"
+    data = yaml.safe_load(path.read_text()) or {}
+    train = data.setdefault("train", {})
+    train.update({"steps": 4, "batch_size": 2, "max_seq_len": 1024})
+    write_atomic(path, yaml.safe_dump(data, sort_keys=False))
+
+
+__all__ = ["CycleHooks", "CycleOutcome", "CycleRequest", "PHASES", "cycle", "demo_settings", "plan_split"]

@@ -1,0 +1,140 @@
+"""`rsi cycle` on FakeSandboxProvider: discover (a fake generator, a scripted probe agent), expand (the
+harness on the deterministic policy server), update (the command backend writing a PEFT directory) and
+promote (a scripted agent that is better for gen-0001) run as one parent job that records each phase; a
+cycle stopped after a phase resumes without re-running the finished ones.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from benchmarks.policy_server import CONFIG, Policy, serve
+from rsi.harness.agent import AGENTS
+from rsi.loop.context import WorkspaceContext
+from rsi.loop.cycle import CycleHooks, CycleRequest, cycle, plan_split
+from rsi.loop.generators import GENERATORS
+from rsi.loop.init import init_workspace
+from rsi.sandbox.fake import FakeSandboxProvider
+from tests.taskgen import make_task
+from tests.unit.test_discover_loop import FakeGen
+from tests.unit.test_promote_loop import BetterAgent, holdout_task
+from tests.unit.test_update import ADAPTER_SCRIPT
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> Iterator[WorkspaceContext]:
+    FakeGen.flaky_dir = tmp_path
+    GENERATORS.add("fakegen", FakeGen)
+    AGENTS.add("better", BetterAgent)
+    with serve(Policy(rules={"easy0": {}, "easy1": {}, "hard0": None})) as url:
+        root = tmp_path / "ws"
+        (root / "harness_configs").mkdir(parents=True)
+        (root / "harness_configs" / "default.yaml").write_text(CONFIG.format(endpoint=url))
+        init_workspace(root, starter_tasks=False)
+        for name in ("easy0", "easy1", "hard0"):
+            make_task(root / "tasks", name)
+        for i in range(6):
+            holdout_task(root / "tasks", f"h{i}", family="a" if i % 2 else "b")
+        c = WorkspaceContext.open(root)
+        yield c
+        c.store.close()
+
+
+@pytest.fixture
+def provider(tmp_path: Path) -> Iterator[FakeSandboxProvider]:
+    p = FakeSandboxProvider(tmp_path / "fake")
+    yield p
+    assert not p.live, f"sandboxes left running: {list(p.live)}"
+
+
+def _req(provider: FakeSandboxProvider, tmp_path: Path, **kw: object) -> CycleRequest:
+    script = tmp_path / "train.py"
+    script.write_text(ADAPTER_SCRIPT)
+    base: dict[str, object] = {
+        "budget": 100, "n": 2, "generators": ["fakegen"], "attempts": 2, "probe_agent": "nop",
+        "expand_attempts": 1, "proposals": 0, "round_size": 2, "backend": "command", "load": False,
+        "command": f"{sys.executable} {script} {{output_dir}} {{base_model}} ok {{dataset}}",
+        "promote_agent": "better", "provider": provider}
+    return CycleRequest(**{**base, **kw})  # type: ignore[arg-type]
+
+
+class Recorder(CycleHooks):
+    def __init__(self, stop_at: str | None = None) -> None:
+        self.phases: list[str] = []
+        self.messages: list[str] = []
+        self.stop_at = stop_at
+
+    def message(self, text: str) -> None:
+        self.messages.append(text)
+
+    def phase(self, name: str) -> None:
+        if name == self.stop_at:
+            raise KeyboardInterrupt
+        self.phases.append(name)
+
+
+def test_split_sets_promote_aside_first(ctx: WorkspaceContext) -> None:
+    split = plan_split(ctx, 100)
+    assert split["promote"] == 2 * 4 * 6 and split["update"] == 0
+    assert split["discover"] + split["expand"] == 100 - 48
+    with pytest.raises(Exception, match="minimum that works is 50"):
+        plan_split(ctx, 40)
+
+
+def test_cycle_runs_every_phase_and_records_them(ctx: WorkspaceContext, provider: FakeSandboxProvider,
+                                                 tmp_path: Path) -> None:
+    hooks = Recorder()
+    out = cycle(ctx, _req(provider, tmp_path), hooks)
+    assert out.stopped is None, out.stopped
+    assert hooks.phases == ["discover", "expand", "update", "promote"]
+    assert any("budget 100 trials = discover" in m for m in hooks.messages)  # the split, before anything runs
+    job = ctx.store.get_job(out.job_id)
+    assert (job.kind, job.phase, job.status) == ("cycle", "cycle", "done")
+    ph = job.params["phases"]
+    assert all(ph[p]["status"] == "done" for p in ("discover", "expand", "update", "promote")), ph
+    assert ctx.store.get_job(ph["discover"]["job"]).kind == "discover"
+    assert ctx.store.get_job(ph["expand"]["job"]).kind == "expand"
+    assert ctx.store.get_job(ph["promote"]["job"]).kind == "promote"
+    assert ph["discover"]["admitted"] == 2
+    assert out.candidate == ph["update"]["candidate"] == "gen-0001"
+    assert out.verdict == "promoted" and ctx.store.get_generation("gen-0001").state.value == "promoted"
+    assert job.params["verdict"] == "promoted"
+
+
+def test_a_stopped_cycle_resumes_without_rerunning_finished_phases(ctx: WorkspaceContext,
+                                                                   provider: FakeSandboxProvider,
+                                                                   tmp_path: Path) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        cycle(ctx, _req(provider, tmp_path), Recorder(stop_at="update"))
+    (job,) = ctx.store.jobs_of(kind="cycle")
+    assert job.status == "interrupted" and "rsi cycle --resume" in (job.interrupted_reason or "")
+    ph = job.params["phases"]
+    assert ph["discover"]["status"] == ph["expand"]["status"] == "done" and "update" not in ph
+    before = {k: len(ctx.store.jobs_of(kind=k)) for k in ("discover", "expand", "run")}
+    trials = sum(len(ctx.store.trials(j.id)) for j in ctx.store.jobs_of(kind="run"))
+
+    hooks = Recorder()
+    out = cycle(ctx, _req(provider, tmp_path, resume=job.id), hooks)
+    assert out.stopped is None and out.job_id == job.id
+    assert hooks.phases == ["update", "promote"]
+    assert {k: len(ctx.store.jobs_of(kind=k)) for k in ("discover", "expand")} == \
+        {k: before[k] for k in ("discover", "expand")}
+    assert len(ctx.store.jobs_of(kind="run")) == before["run"] + 1  # promote's holdout child only
+    promote_child = ctx.store.child_jobs(out.phases["promote"]["job"])
+    assert sum(len(ctx.store.trials(j.id)) for j in ctx.store.jobs_of(kind="run")) == \
+        trials + sum(len(ctx.store.trials(j.id)) for j in promote_child)
+    assert ctx.store.get_job(job.id).status == "done"
+
+
+def test_no_candidate_stops_with_the_reason(ctx: WorkspaceContext, provider: FakeSandboxProvider,
+                                            tmp_path: Path) -> None:
+    out = cycle(ctx, _req(provider, tmp_path, backend="export"), Recorder())
+    assert out.candidate is None and out.verdict is None
+    assert out.stopped and "no candidate" in out.stopped and "export" in out.stopped
+    job = ctx.store.get_job(out.job_id)
+    assert job.status == "done" and job.params["phases"]["update"]["status"] == "no_candidate"
+    assert "promote" not in job.params["phases"]
