@@ -153,7 +153,7 @@ def cycle(
 
 def demo(
     directory: Annotated[Path, typer.Option("--dir", help="The fresh workspace to create.")] = Path("rsi-demo"),
-    budget: Annotated[float, typer.Option("--budget", help="Trials for the cycle.")] = 110,
+    budget: Annotated[float, typer.Option("--budget", help="Trials for the cycle.")] = 140,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """One cycle on a fresh workspace with the embedded model, sized for a 2-core machine; writes the HTML report."""
@@ -172,7 +172,7 @@ def demo(
         wctx = WorkspaceContext.open(directory)
         if not json_out:
             err_console.print(f"demo workspace: {directory.resolve()}", highlight=False)
-        req = CycleRequest(budget=budget, n=6, attempts=2, expand_attempts=1, proposals=1, round_size=4,
+        req = CycleRequest(budget=budget, n=4, attempts=2, expand_attempts=1, proposals=1, round_size=4,
                            steps=4, concurrency=2)
         out = _run(wctx, req, json_out)
         _report(wctx, out, json_out, html=True)
