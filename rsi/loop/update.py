@@ -30,7 +30,8 @@ from rsi.core.training import OBJECTIVES, TrainSettings, select
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.update_data import ConfigGate, LoadedTrial, dataset_line, load_trial
 from rsi.store.files import write_yaml_model
-from rsi.train.backends import BACKENDS, Log, Progress, TrainError, TrainRequest, TrainResult
+from rsi.train.backends import BACKENDS
+from rsi.train.base import Log, Progress, TrainError, TrainRequest, TrainResult
 from rsi.train.dataset import write_dataset
 from rsi.train.peft_dir import AdapterCheckError, AdapterInfo, check_peft_dir
 

@@ -13,49 +13,9 @@ import os
 import shlex
 import subprocess
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
 
 from rsi.core.registry import Registry
-from rsi.core.training import TrainSettings
-
-Log = Callable[[str], None]
-Progress = Callable[[int, int, float], None]
-
-
-class TrainError(Exception):
-    """The backend did not produce a usable adapter; the message says why."""
-
-
-@dataclass
-class TrainRequest:
-    dataset: Path
-    output_dir: Path
-    base_model: str  # the base model's id
-    objective: str
-    settings: TrainSettings
-    base_model_dir: Path | None = None  # a transformers directory (the `local` backend needs one)
-    parent_adapter: Path | None = None
-    log: Log = print
-    progress: Progress | None = None
-    command: str | None = None  # the `command` backend's template
-
-
-@dataclass
-class TrainResult:
-    adapter_dir: Path | None
-    steps: int = 0
-    losses: list[float] = field(default_factory=list)
-    metrics: dict[str, Any] = field(default_factory=dict)
-
-
-class TrainingBackend(Protocol):
-    name: str
-
-    def train(self, req: TrainRequest) -> TrainResult: ...
-
+from rsi.train.base import TrainError, TrainingBackend, TrainRequest, TrainResult
 
 BACKENDS: Registry[TrainingBackend] = Registry("training backend")
 

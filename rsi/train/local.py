@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rsi.train.backends import TrainError, TrainRequest, TrainResult
+from rsi.train.base import TrainError, TrainRequest, TrainResult
 from rsi.train.dataset import DatasetLine, read_dataset
 
 
