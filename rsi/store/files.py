@@ -131,6 +131,10 @@ def load_task(task_dir: Path) -> Task:
     instruction = (task_dir / "instruction.md").read_text()
     if not instruction.strip():
         raise InputError(str(task_dir / "instruction.md"), None, "instruction is empty")
+    for compose in ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml"):
+        if (task_dir / "environment" / compose).is_file():  # Harbor's multi-container environments
+            raise InputError(str(task_dir / "environment" / compose), None,
+                             "cannot be honoured: rsi runs one container per task (no compose environments)")
     dockerfile = (task_dir / "environment" / "Dockerfile").read_text()
     if "FROM" not in dockerfile.upper():
         raise InputError(str(task_dir / "environment" / "Dockerfile"), "FROM", "no FROM line")

@@ -141,3 +141,10 @@ def test_unknown_config_key_names_field(tmp_path: Path) -> None:
     path = _config(tmp_path, {"loop.max_turn": 5})
     with pytest.raises(InputError, match=r"loop\.max_turn"):
         load_harness_config(path)
+
+
+def test_a_compose_environment_is_refused_not_ignored(tmp_path: Path) -> None:
+    d = make_task(tmp_path, "multi")
+    (d / "environment" / "docker-compose.yaml").write_text("services:\n  app: {build: .}\n  db: {image: redis}\n")
+    with pytest.raises(InputError, match="docker-compose.yaml: cannot be honoured: rsi runs one container per task"):
+        load_task(d)
