@@ -47,7 +47,7 @@ from rsi.loop.expand_candidates import (
 from rsi.loop.expand_evidence import BASELINE, Pool, read_book, record_verdicts, search_state, verdicts
 from rsi.loop.expand_outcome import ExpandOutcome, Preflight, build_outcome, preflight
 from rsi.loop.run import Progress, new_job_id, tasks_fingerprint
-from rsi.loop.stages import ChildJobs, Stage
+from rsi.loop.stages import ChildJobs, Stage, row_cost
 from rsi.sandbox.base import SandboxProvider
 from rsi.store.files import load_tasks
 
@@ -168,7 +168,10 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
         job_id = new_job_id().replace("job-", "exp-")
         limit = req.budget if req.budget is not None else 60.0
     pool = Pool(tasks=tasks, base_digest=base.arm.config_digest)
-    pre = preflight(ctx, gen.id, pool, req.attempts, req.unit, limit)
+    spent = 0.0
+    if req.resume:  # what the job's children recorded so far counts against the limit
+        spent = sum(row_cost(req.unit, t) for j in store.child_jobs(job_id) for t in store.trials(j.id))
+    pre = preflight(ctx, gen.id, pool, req.attempts, req.unit, limit, spent)
     hooks.message(pre.describe())
     if not req.resume and limit < pre.baseline_cost:
         raise InputError("--budget", None, f"{limit:g} {req.unit} cannot cover the baseline "

@@ -45,6 +45,8 @@ class Preflight:
     control_estimated: bool = False  # True: no recorded oracle/nop trials, the harness figure stands in
     recorded: int = 0  # harness trials the per-trial figure is the mean of
     recorded_controls: int = 0
+    controls_reused: int = 0  # oracle/nop runs of the failed tasks already recorded
+    spent: float = 0.0  # what this job spent already (a resume)
 
     @property
     def baseline_cost(self) -> float:
@@ -55,7 +57,7 @@ class Preflight:
         return self.control_trials * self.per_control
 
     def describe(self) -> str:
-        left = self.limit - self.baseline_cost - self.control_cost
+        left = self.limit - self.spent - self.baseline_cost - self.control_cost
         if self.unit == "trials":
             how = "1 per trial"
         else:
@@ -66,19 +68,28 @@ class Preflight:
                 how += (f"; {self.per_control:.3g} per oracle/nop trial, "
                         + ("as a harness trial (none recorded)" if self.control_estimated
                            else f"mean of {self.recorded_controls} recorded"))
+        already = f", {self.spent:.4g} spent already" if self.spent else ""
         return (f"plan: baseline {self.baseline_trials} trial(s) ({self.reused} reused) ~{self.baseline_cost:.4g} "
-                f"{self.unit}; attribution controls up to {self.control_trials} trial(s) ~{self.control_cost:.4g}; "
-                f"search ~{max(left, 0):.4g} {self.unit} of {self.limit:g} ({how})")
+                f"{self.unit}; attribution controls up to {self.control_trials} trial(s) ({self.controls_reused} "
+                f"reused) ~{self.control_cost:.4g}; search ~{max(left, 0):.4g} {self.unit} of {self.limit:g}"
+                f"{already} ({how})")
 
 
-def preflight(ctx: WorkspaceContext, gen: str, pool: Pool, attempts: int, unit: str, limit: float) -> Preflight:
+def preflight(ctx: WorkspaceContext, gen: str, pool: Pool, attempts: int, unit: str, limit: float,
+              spent: float = 0.0) -> Preflight:
+    """`spent`: what the job being resumed spent already (0 for a new job)."""
     book = read_book(ctx, gen, pool)
     reused = sum(min(attempts, len(book.counted(BASELINE, n))) for n in pool.names)
     new = len(pool.names) * attempts - reused
     solved = {n for n in pool.names if any(t.passed for t in book.counted(BASELINE, n))}
-    controls = (len(pool.names) - len(solved)) * (ctx.contract.attribution.oracle_reruns + 1)
+    runs = ctx.contract.attribution.oracle_reruns
+    unsolved = [n for n in pool.names if n not in solved]
+    have = sum(min(runs, sum(not is_infra(t.error_type) for t in book.oracle.get(n, [])))
+               + min(1, sum(not is_infra(t.error_type) for t in book.nop.get(n, []))) for n in unsolved)
+    controls = len(unsolved) * (runs + 1) - have
     if unit == "trials":
-        return Preflight(unit, limit, new, reused, controls, 1.0, False, per_control=1.0)
+        return Preflight(unit, limit, new, reused, controls, 1.0, False, per_control=1.0, controls_reused=have,
+                         spent=spent)
 
     def done(agent: str) -> list[Any]:
         return [t for t in ctx.store.outcomes("expand", generation=gen, agent=agent) if not is_infra(t.error_type)]
@@ -90,11 +101,13 @@ def preflight(ctx: WorkspaceContext, gen: str, pool: Pool, attempts: int, unit: 
     else:
         per = FALLBACK[unit]
     if unit == "tokens":
-        return Preflight(unit, limit, new, reused, controls, per, not rows, per_control=0.0, recorded=len(rows))
+        return Preflight(unit, limit, new, reused, controls, per, not rows, per_control=0.0, recorded=len(rows),
+                         controls_reused=have, spent=spent)
     ctl = done("oracle") + done("nop")
     per_ctl = sum(t.t_total for t in ctl) / len(ctl) / 60.0 if ctl else per
     return Preflight(unit, limit, new, reused, controls, per, not rows, per_control=per_ctl,
-                     control_estimated=not ctl, recorded=len(rows), recorded_controls=len(ctl))
+                     control_estimated=not ctl, recorded=len(rows), recorded_controls=len(ctl),
+                     controls_reused=have, spent=spent)
 
 
 @dataclass

@@ -213,6 +213,11 @@ def test_preflight_minutes_come_from_recorded_trials(ctx: WorkspaceContext, prov
     assert not pre.control_estimated and pre.per_control == pytest.approx(sum(t.t_total for t in ctl) / len(ctl) / 60)
     assert f"mean of {len(rows)} recorded harness trial(s)" in pre.describe()
     assert pre.baseline_trials == 0 and pre.reused == 5  # the baseline is recorded: nothing left to pay
+    # 4 failed tasks x (2 oracle runs + 1 nop); what is recorded is not planned again
+    assert pre.controls_reused == len(ctl) and pre.control_trials + pre.controls_reused == 4 * 3
+    # a resume's plan takes off what the job spent already: 60 - 12 spent - the controls left
+    pre = preflight(ctx, gen.id, pool, 1, "trials", 60, spent=12)
+    assert f"search ~{60 - 12 - pre.control_trials} trials of 60, 12 spent already" in pre.describe()
 
 
 KILL_SCRIPT = """
