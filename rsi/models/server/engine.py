@@ -178,9 +178,15 @@ class Engine:
         }
 
     def close(self) -> None:
+        """Stop the worker (after its current step); queued requests are answered 503."""
         with self._cv:
             self._closed = True
+            pending, self._pending = list(self._pending), collections.deque()
             self._cv.notify_all()
+        for job in pending:
+            job._resolve(error=EngineError("the engine is shutting down", status=503))
+        if threading.current_thread() is not self._worker:
+            self._worker.join(timeout=30)
 
     # -- adapters ------------------------------------------------------------------------
 
@@ -314,6 +320,8 @@ class Engine:
                 while not self._closed and not self._batch.rows and not self._pending:
                     self._cv.wait()
                 if self._closed:
+                    for r in self._batch.rows:
+                        r.job._resolve(error=EngineError("the engine is shutting down", status=503))
                     return
             with self._lock:
                 try:
