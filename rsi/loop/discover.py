@@ -44,7 +44,7 @@ from rsi.loop.generators import GENERATORS, GeneratorError, GenRequest, PoolTask
 from rsi.loop.run import Progress, new_job_id
 from rsi.loop.stages import ChildJobs, Stage
 from rsi.sandbox.base import SandboxProvider
-from rsi.store.files import load_task, load_tasks, write_atomic
+from rsi.store.files import load_task, load_tasks
 from rsi.store.tables import CandidateRow
 
 PROCEDURAL = ("files", "text", "data", "logs", "pyfix", "pipeline")
@@ -191,8 +191,10 @@ def discover(ctx: WorkspaceContext, req: DiscoverRequest, hooks: DiscoverHooks |
                       + (f"; budget {req.budget:g} trials" if req.budget is not None else ""))
 
         stop = _gate_and_probe(ctx, job_id, runner, gen.id, probe_arms, band, attempts)
+        # Every candidate whose probe is complete is admitted, also when the job stops early (a budget,
+        # an infra failure): its evidence is whole; the undecided ones wait for --resume.
+        _admit(ctx, job_id)
         if stop is None:
-            _admit(ctx, job_id, gen.id)
             store.finish_job(job_id, "done")
         else:
             store.mark_job_interrupted(job_id, stop)
@@ -441,7 +443,7 @@ def _dirs(cands: list[CandidateRow]) -> list[Path]:
     return [Path(c.stage_dir) / "task" for c in cands]
 
 
-def _admit(ctx: WorkspaceContext, job_id: str, gen_id: str) -> None:
+def _admit(ctx: WorkspaceContext, job_id: str) -> None:
     """Copy each admitted candidate's task into tasks/ and register it with its provenance."""
     store = ctx.store
     ctx.ws.tasks_dir.mkdir(parents=True, exist_ok=True)
@@ -465,7 +467,6 @@ def _admit(ctx: WorkspaceContext, job_id: str, gen_id: str) -> None:
         store.admit_task(task, discover_job=job_id, probe_pass_rate=c.probe_pass_rate,
                          probe_trials=c.probe_trials)
         store.update_candidate(job_id, c.name, state="admitted")
-    write_atomic(ctx.ws.state_dir / "discover" / job_id / "DONE", gen_id + "\n")
 
 
 __all__ = ["DiscoverHooks", "DiscoverOutcome", "DiscoverRequest", "discover"]
