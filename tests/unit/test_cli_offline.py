@@ -34,4 +34,6 @@ def test_commands_outside_a_workspace_say_how_to_make_one(tmp_path: Path) -> Non
 def test_unknown_agent_lists_the_known_ones(workspace: WorkspaceContext, tmp_path: Path) -> None:
     r = runner.invoke(app, ["-w", str(workspace.ws.root), "run", str(tmp_path), "--agent", "gpt"])
     assert r.exit_code == 2
-    assert "unknown agent 'gpt'; known: harness, known_wrong, nop, oracle" in r.output
+    assert "unknown agent 'gpt'; known: " in r.output
+    known = r.output.split("known: ")[1].strip().split(", ")
+    assert {"harness", "known_wrong", "nop", "oracle"} <= set(known)  # (tests may register more)

@@ -55,10 +55,9 @@ class FakeGen:
         test = TEST
         if kind == 2:
             test = f'mkdir -p "{R}/logs/verifier"; echo 1 > "{R}/logs/verifier/reward.txt"\n'
-        if kind == 4:  # passes on its first run only
-            counter = self.flaky_dir / f"flaky-{req.seed}"
-            test = (f'n=$(cat {counter} 2>/dev/null || echo 0); echo $((n+1)) > {counter}\n'
-                    f'mkdir -p "{R}/logs/verifier"; if [ "$n" = 0 ]; then echo 1; else echo 0; fi '
+        if kind == 4:  # passes on its first run only (mkdir is an atomic test-and-set: runs may overlap)
+            first = self.flaky_dir / f"flaky-{req.seed}"
+            test = (f'mkdir -p "{R}/logs/verifier"; if mkdir {first} 2>/dev/null; then echo 1; else echo 0; fi '
                     f'> "{R}/logs/verifier/reward.txt"\n')
         return TaskDraft(
             generator=self.name, family="fake", difficulty=req.difficulty, seed=req.seed,
