@@ -32,7 +32,7 @@ from rsi.core.generation import GenerationManifest
 from rsi.core.harness_config import HarnessConfig
 from rsi.core.limits import EffectiveLimits, effective_limits
 from rsi.core.task import Task, resolve_env
-from rsi.core.trial import NEVER_PASS, ErrorType, Timings, TrialResult
+from rsi.core.trial import NEVER_PASS, RETRYABLE, ErrorType, Timings, TrialResult
 from rsi.exec.grading import RewardError, grading_policy, parse_reward, tamper_findings
 from rsi.exec.verify import (
     VerifierRun,
@@ -309,6 +309,8 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
         except SandboxBroken as e:
             if env.cancel.is_set():
                 raise Cancelled("job cancelled") from None
+            if e.error_type in RETRYABLE:  # killed from outside, not by the agent: retried as any substrate failure
+                raise SandboxError(str(e)) from e
             timings.agent = time.monotonic() - t
             timings.total = time.monotonic() - t0
             r = _result(plan, env, error_type=e.error_type, error_message=str(e), timings=timings,
