@@ -118,9 +118,14 @@ def _report(wctx: Any, out: CycleOutcome, json_out: bool, html: bool) -> Path | 
     return path
 
 
-def _exit(out: CycleOutcome) -> None:
+def _exit(out: CycleOutcome, root: Path, json_out: bool) -> None:
+    """0 when the cycle finished (a candidate promoted or rejected, or no candidate to make); 130 after
+    Ctrl-C, 3 when a phase stopped early; both print how to resume."""
     ph = out.phases
     if out.stopped and ph.get("update", {}).get("status") != "no_candidate":
+        if not json_out:
+            err_console.print(f"resume with `rsi -w {root} cycle --resume {out.job_id}`", highlight=False,
+                              soft_wrap=True)
         raise typer.Exit(130 if "interrupted" in out.stopped else 3)
 
 
@@ -131,10 +136,16 @@ def cycle(
     resume: Annotated[str | None, typer.Option("--resume", help="Finish cycle job JOB: finished phases are "
                                                "skipped, the unfinished one resumes.")] = None,
     n: Annotated[int, typer.Option("--n", help="Discover: candidates to generate.")] = 6,
+    generator: Annotated[list[str] | None, typer.Option(
+        "--generator", "-g", help="Discover: generator by name; repeat (default: every procedural family).")] = None,
+    attempts: Annotated[int | None, typer.Option(
+        "--attempts", "-k", help="Discover: probe attempts per candidate (default: the contract's).")] = None,
+    expand_attempts: Annotated[int, typer.Option("--expand-attempts", help="Expand: baseline attempts per task.")] = 1,
+    proposals: Annotated[int, typer.Option("--proposals", help="Expand: reflective proposals to ask for.")] = 1,
     backend: Annotated[str, typer.Option("--backend", help="Update: export | command | local")] = "local",
     command: Annotated[str | None, typer.Option("--command", help="Update: the command backend's template.")] = None,
     steps: Annotated[int | None, typer.Option("--steps", help="Update: optimiser steps.")] = None,
-    concurrency: Annotated[int, typer.Option("-c", "--concurrency", help="Trials at a time.")] = 2,
+    concurrency: Annotated[int, typer.Option("-n", "-c", "--concurrency", help="Trials at a time.")] = 2,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     html: Annotated[bool, typer.Option("--html/--no-html", help="Write the HTML diff report.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
@@ -144,11 +155,12 @@ def cycle(
 
     with errors():
         wctx = open_context(ctx)
-        req = CycleRequest(budget=budget, resume=resume, n=n, backend=backend, command=command, steps=steps,
-                           concurrency=concurrency, seed=seed)
+        req = CycleRequest(budget=budget, resume=resume, n=n, generators=list(generator or []), attempts=attempts,
+                           expand_attempts=expand_attempts, proposals=proposals, backend=backend,
+                           command=command, steps=steps, concurrency=concurrency, seed=seed)
         out = _run(wctx, req, json_out)
         _report(wctx, out, json_out, html)
-    _exit(out)
+    _exit(out, wctx.ws.root, json_out)
 
 
 def demo(
@@ -176,7 +188,7 @@ def demo(
                            steps=4, concurrency=2)
         out = _run(wctx, req, json_out)
         _report(wctx, out, json_out, html=True)
-    if not json_out:
+    if not json_out and not out.stopped:
         console.print(f"demo wall time: {time.monotonic() - t0:.0f} s; continue with "
                       f"`rsi -w {directory} cycle`", highlight=False)
-    _exit(out)
+    _exit(out, directory, json_out)

@@ -325,9 +325,10 @@ def cycle(ctx: WorkspaceContext, req: CycleRequest, hooks: CycleHooks | None = N
             stopped = getattr(run, name)()
             if stopped:
                 break
+    except KeyboardInterrupt:  # like a run job: Ctrl-C ends the cycle resumably, with an outcome to print
+        stopped = "interrupted (Ctrl-C)"
     except BaseException as e:
-        reason = "interrupted (Ctrl-C)" if isinstance(e, KeyboardInterrupt) else f"{type(e).__name__}: {e}"
-        _end(store, job_id, f"{reason}; resume with `rsi cycle --resume {job_id}`")
+        _end(store, job_id, f"{type(e).__name__}: {e}; resume with `rsi cycle --resume {job_id}`")
         raise
     phases = run.phases()
     cand = phases.get("update", {}).get("candidate")
