@@ -167,33 +167,99 @@ class _Cycle:
 
     # -- the phases ----------------------------------------------------------------------------
     def discover(self) -> str | None:
+        """Discover new tasks; then, when the holdout split is smaller than the paired test's minimum, top it
+        up with a holdout-only discover (promote cannot pass otherwise) asking for twice the shortfall, since
+        the gate and the band reject some. Both share the discover budget: the top-up's estimated cost is set
+        aside before the main discover runs."""
         resume = self.begin("discover")
         r = self.req
+        info = self.phases().get("discover", {})
+        budget = self.split["discover"]
+        deficit = max(0, min_tasks(self.ctx.contract.promotion.alpha) - len(holdout_tasks(self.ctx)))
+        reserve = float(info.get("reserve", min(int(budget * 0.6), 2 * deficit * self._candidate_cost())))
+        if not info.get("main_done"):
+            if resume is None:
+                self.record("discover", reserve=reserve)
+            dreq = DiscoverRequest(resume=resume, concurrency=r.concurrency, budget=budget - reserve) if resume \
+                else DiscoverRequest(n=r.n, generators=list(r.generators), generation=self.gen, attempts=r.attempts,
+                                     budget=budget - reserve, seed=r.seed, concurrency=r.concurrency,
+                                     probe_agent=r.probe_agent)
+            out = self._run_discover(dreq)
+            admitted = [c for c in out.candidates if c.state == "admitted"]
+            self.record("discover", job=out.job_id, candidates=len(out.candidates), admitted=len(admitted),
+                        holdout=sum(c.split == "holdout" for c in admitted), reason=out.reason,
+                        status="stopped" if out.interrupted else "running", main_done=not out.interrupted
+                        or "budget spent" in (out.reason or ""))
+            # a spent discover budget is not a failure of the cycle: what was admitted is used
+            if out.interrupted and "budget spent" not in (out.reason or ""):
+                return f"discover stopped: {out.reason}"
+        deficit = max(0, min_tasks(self.ctx.contract.promotion.alpha) - len(holdout_tasks(self.ctx)))
+        if deficit:
+            info = self.phases()["discover"]
+            left = budget - self._spent(str(info["job"]))
+            hjob = self._find_since("holdout_started_at", "holdout_job")
+            if left >= 1 or hjob:
+                if not info.get("holdout_started_at"):
+                    self.record("discover", holdout_started_at=datetime.now(UTC).isoformat())
+                self.hooks.message(f"holdout split: {deficit} task(s) short of the paired test's minimum; "
+                                   f"topping it up (holdout-only discover, up to {left:g} trials)")
+                hreq = DiscoverRequest(resume=hjob, concurrency=r.concurrency, budget=left) if hjob else \
+                    DiscoverRequest(n=2 * deficit, holdout_only=True, generators=list(r.generators), generation=self.gen,
+                                    attempts=r.attempts, budget=left, seed=r.seed + 7919, concurrency=r.concurrency,
+                                    probe_agent=r.probe_agent)
+                out = self._run_discover(hreq, key="results_holdout")
+                admitted = [c for c in out.candidates if c.state == "admitted"]
+                info = self.phases()["discover"]
+                self.record("discover", holdout_job=out.job_id, admitted=info.get("admitted", 0) + len(admitted),
+                            candidates=info.get("candidates", 0) + len(out.candidates),
+                            holdout=info.get("holdout", 0) + len(admitted))
+                if out.interrupted and "budget spent" not in (out.reason or ""):
+                    self.record("discover", status="stopped", reason=out.reason)
+                    return f"discover stopped: {out.reason}"
+        self.record("discover", status="done")
+        return None
+
+    def _candidate_cost(self) -> int:
+        """Trials one candidate costs at most: oracle runs, nop, known-wrong answers (about 3), probes."""
+        d = self.ctx.contract.discovery
+        return d.oracle_runs + 1 + 3 + (self.req.attempts or d.probe_attempts)
+
+    def _spent(self, job_id: str) -> float:
+        return float(sum(len(self.ctx.store.trials(j.id)) for j in self.ctx.store.child_jobs(job_id)))
+
+    def _find_since(self, started_key: str, job_key: str) -> str | None:
+        info = self.phases().get("discover", {})
+        if info.get(job_key):
+            return str(info[job_key])
+        since = info.get(started_key)
+        if since is None:
+            return None
+        start = datetime.fromisoformat(since).replace(tzinfo=None)
+        jobs = [j for j in self.ctx.store.jobs_of(kind="discover")
+                if j.created_at.replace(tzinfo=None) >= start and j.parent_job is None and j.generation == self.gen]
+        if not jobs:
+            return None
+        self.record("discover", **{job_key: jobs[-1].id})
+        return jobs[-1].id
+
+    def _run_discover(self, dreq: DiscoverRequest, key: str = "discover") -> Any:
         outer = self
 
         class Hooks(DiscoverHooks):
             def message(self, text: str) -> None:
                 outer.hooks.message(text)
 
-            def stage(self, key: str) -> Progress:
-                return outer.stage_progress("discover")(key)
+            def stage(self, name: str) -> Progress:
+                # the job exists once its first stage starts: record its id so a kill can resume it
+                if key == "discover":
+                    outer.find_job("discover")
+                else:
+                    outer._find_since("holdout_started_at", "holdout_job")
+                return outer.hooks.stage("discover", name)
 
-        dreq = DiscoverRequest(resume=resume, concurrency=r.concurrency, budget=self.split["discover"]) if resume \
-            else DiscoverRequest(n=r.n, generators=list(r.generators), generation=self.gen, attempts=r.attempts,
-                                 budget=self.split["discover"], seed=r.seed, concurrency=r.concurrency,
-                                 probe_agent=r.probe_agent)
-        out = discover(self.ctx, dreq, Hooks(), provider=r.provider)
-        self.results["discover"] = out
-        admitted = [c for c in out.candidates if c.state == "admitted"]
-        self.record("discover", job=out.job_id, candidates=len(out.candidates), admitted=len(admitted),
-                    holdout=sum(c.split == "holdout" for c in admitted),
-                    status="stopped" if out.interrupted else "done", reason=out.reason)
-        # a spent discover budget is not a failure of the cycle: what was admitted is used
-        if out.interrupted and "budget spent" not in (out.reason or ""):
-            return f"discover stopped: {out.reason}"
-        if out.interrupted:
-            self.record("discover", status="done", note=out.reason)
-        return None
+        out = discover(self.ctx, dreq, Hooks(), provider=self.req.provider)
+        self.results[key] = out
+        return out
 
     def expand(self) -> str | None:
         resume = self.begin("expand")

@@ -138,3 +138,27 @@ def test_no_candidate_stops_with_the_reason(ctx: WorkspaceContext, provider: Fak
     job = ctx.store.get_job(out.job_id)
     assert job.status == "done" and job.params["phases"]["update"]["status"] == "no_candidate"
     assert "promote" not in job.params["phases"]
+
+
+def test_discover_tops_up_a_short_holdout_split(ctx: WorkspaceContext, provider: FakeSandboxProvider,
+                                                tmp_path: Path) -> None:
+    """With fewer holdout tasks than the paired test needs, the cycle's discover adds holdout candidates
+    (holdout-only, within the discover share) so that promote can pass at all."""
+    tasks = ctx.ws.tasks_dir
+    for i in range(3):  # 6 holdout tasks -> 3; the test needs 5 at alpha 0.05
+        import shutil
+
+        shutil.rmtree(tasks / f"h{i}")
+    hooks = Recorder()
+    out = cycle(ctx, _req(provider, tmp_path, budget=160), hooks)
+    ph = ctx.store.get_job(out.job_id).params["phases"]["discover"]
+    assert ph["status"] == "done" and ph.get("holdout_job"), ph
+    top = ctx.store.get_job(ph["holdout_job"])
+    assert top.kind == "discover" and top.params["holdout_only"] is True
+    assert any("topping it up" in m for m in hooks.messages)
+    from rsi.loop.promote import holdout_tasks
+
+    assert len(holdout_tasks(ctx)) >= 5
+    spent = sum(len(ctx.store.trials(j.id)) for d in (ph["job"], ph["holdout_job"])
+                for j in ctx.store.child_jobs(d))
+    assert spent <= out.split["discover"]
