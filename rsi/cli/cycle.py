@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -163,15 +164,24 @@ def cycle(
     _exit(out, wctx.ws.root, json_out)
 
 
+def _clear(directory: Path, created: bool) -> None:
+    """Undo the demo's `init` (the directory was absent or empty before)."""
+    if created:
+        shutil.rmtree(directory)
+        return
+    for c in list(directory.iterdir()):
+        shutil.rmtree(c) if c.is_dir() else c.unlink()
+
+
 def demo(
     directory: Annotated[Path, typer.Option("--dir", help="The fresh workspace to create.")] = Path("rsi-demo"),
-    budget: Annotated[float, typer.Option("--budget", help="Trials for the cycle.")] = 140,
+    budget: Annotated[float, typer.Option("--budget", help="Trials for the cycle, all phases.")] = 160,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """One cycle on a fresh workspace with the embedded model, sized for a 2-core machine; writes the HTML report."""
     from rsi.core.errors import InputError
     from rsi.loop.context import WorkspaceContext
-    from rsi.loop.cycle import CycleRequest, demo_settings
+    from rsi.loop.cycle import demo_request, demo_settings, plan_split
     from rsi.loop.init import init_workspace
 
     t0 = time.monotonic()
@@ -179,13 +189,19 @@ def demo(
         if directory.exists() and any(directory.iterdir()):
             raise InputError(str(directory), None, "exists and is not empty; the demo makes a fresh workspace "
                                                    "(choose another --dir)")
-        init_workspace(directory)
+        created = not directory.exists()
+        init_workspace(directory, starter_tasks=False)  # discover makes the demo's tasks, at the frontier
         demo_settings(directory)
         wctx = WorkspaceContext.open(directory)
+        try:
+            plan_split(wctx, budget)  # a budget that cannot work is refused before anything is left behind
+        except InputError:
+            wctx.store.close()
+            _clear(directory, created)
+            raise
         if not json_out:
             err_console.print(f"demo workspace: {directory.resolve()}", highlight=False)
-        req = CycleRequest(budget=budget, n=4, attempts=2, expand_attempts=1, proposals=1, round_size=4,
-                           steps=4, concurrency=2)
+        req = demo_request(budget)
         out = _run(wctx, req, json_out)
         _report(wctx, out, json_out, html=True)
     if not json_out and not out.stopped:

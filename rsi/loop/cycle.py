@@ -204,9 +204,9 @@ class _Cycle:
                 self.hooks.message(f"holdout split: {deficit} task(s) short of the paired test's minimum; "
                                    f"topping it up (holdout-only discover, up to {left:g} trials)")
                 hreq = DiscoverRequest(resume=hjob, concurrency=r.concurrency, budget=left) if hjob else \
-                    DiscoverRequest(n=2 * deficit, holdout_only=True, generators=list(r.generators), generation=self.gen,
-                                    attempts=r.attempts, budget=left, seed=r.seed + 7919, concurrency=r.concurrency,
-                                    probe_agent=r.probe_agent)
+                    DiscoverRequest(n=2 * deficit, holdout_only=True, generators=list(r.generators),
+                                    generation=self.gen, attempts=r.attempts, budget=left, seed=r.seed + 7919,
+                                    concurrency=r.concurrency, probe_agent=r.probe_agent)
                 out = self._run_discover(hreq, key="results_holdout")
                 admitted = [c for c in out.candidates if c.state == "admitted"]
                 info = self.phases()["discover"]
@@ -424,8 +424,21 @@ def _end(store: Any, job_id: str, reason: str) -> None:
         store.release_driver()
 
 
+# `rsi demo`: one cycle sized for a 2-core machine with the bundled SmolLM2-135M. Discover draws from the two
+# procedural families in which that model passes some level-1 tasks (text: count lines; files: write a file);
+# elsewhere it passes nothing, so there would be nothing to train on. Probes and baseline attempts are several
+# per task, so the tasks it sometimes solves yield accepted trajectories and groups with reward variance.
+DEMO_GENERATORS = ("text", "files")
+DEMO_TRAIN = {"steps": 24, "batch_size": 2, "max_seq_len": 1024}
+
+
+def demo_request(budget: float) -> CycleRequest:
+    return CycleRequest(budget=budget, n=8, generators=list(DEMO_GENERATORS), attempts=2, expand_attempts=4,
+                        proposals=1, round_size=4, steps=DEMO_TRAIN["steps"], concurrency=2)
+
+
 def demo_settings(root: Path) -> None:
-    """Numbers for a 2-core machine in rsi.yaml: few training steps, one thread."""
+    """Numbers for a 2-core machine in rsi.yaml: few training steps on short sequences."""
     import yaml
 
     from rsi.store.files import write_atomic
@@ -433,8 +446,9 @@ def demo_settings(root: Path) -> None:
     path = root / "rsi.yaml"
     data = yaml.safe_load(path.read_text()) or {}
     train = data.setdefault("train", {})
-    train.update({"steps": 4, "batch_size": 2, "max_seq_len": 1024})
+    train.update(DEMO_TRAIN)
     write_atomic(path, yaml.safe_dump(data, sort_keys=False))
 
 
-__all__ = ["CycleHooks", "CycleOutcome", "CycleRequest", "PHASES", "cycle", "demo_settings", "plan_split"]
+__all__ = ["CycleHooks", "CycleOutcome", "CycleRequest", "PHASES", "cycle", "demo_request", "demo_settings",
+           "plan_split"]

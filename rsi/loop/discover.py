@@ -44,7 +44,7 @@ from rsi.loop.generators import GENERATORS, GeneratorError, GenRequest, PoolTask
 from rsi.loop.run import Progress, new_job_id
 from rsi.loop.stages import ChildJobs, Stage
 from rsi.sandbox.base import SandboxProvider
-from rsi.store.files import load_task, load_tasks
+from rsi.store.files import load_pool, load_task
 from rsi.store.tables import CandidateRow
 
 PROCEDURAL = ("files", "text", "data", "logs", "pyfix", "pipeline")
@@ -214,10 +214,8 @@ def discover(ctx: WorkspaceContext, req: DiscoverRequest, hooks: DiscoverHooks |
 
 def _pool(ctx: WorkspaceContext) -> list[Task]:
     """The workspace's task pool (retired tasks left out)."""
-    if not ctx.ws.tasks_dir.is_dir() or not any(ctx.ws.tasks_dir.iterdir()):
-        return []
     retired = {r.digest for r in ctx.store.task_rows(state="retired")}
-    return [t for t in load_tasks([ctx.ws.tasks_dir]) if t.digest not in retired]
+    return [t for t in load_pool(ctx.ws.tasks_dir) if t.digest not in retired]
 
 
 def _pool_view(ctx: WorkspaceContext, pool: list[Task]) -> list[PoolTask]:

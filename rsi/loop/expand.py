@@ -49,7 +49,7 @@ from rsi.loop.expand_outcome import ExpandOutcome, Preflight, build_outcome, pre
 from rsi.loop.run import Progress, new_job_id, tasks_fingerprint
 from rsi.loop.stages import ChildJobs, Stage, row_cost
 from rsi.sandbox.base import SandboxProvider
-from rsi.store.files import load_tasks
+from rsi.store.files import load_pool
 
 NON_POOL_STATES = ("retired", "candidate", "rejected")
 
@@ -97,10 +97,8 @@ class _Run:
 
 def pool_tasks(ctx: WorkspaceContext, glob: str | None) -> list[Task]:
     """The workspace's train tasks (discovered ones included), less retired, candidate and rejected."""
-    if not ctx.ws.tasks_dir.is_dir() or not any(ctx.ws.tasks_dir.iterdir()):
-        return []
     gone = {r.digest for s in NON_POOL_STATES for r in ctx.store.task_rows(state=s)}
-    tasks = [t for t in load_tasks([ctx.ws.tasks_dir]) if t.split == "train" and t.digest not in gone]
+    tasks = [t for t in load_pool(ctx.ws.tasks_dir) if t.split == "train" and t.digest not in gone]
     if glob:
         tasks = [t for t in tasks if fnmatch.fnmatchcase(t.name, glob)]
     return tasks

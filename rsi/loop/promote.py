@@ -33,7 +33,7 @@ from rsi.loop.context import WorkspaceContext
 from rsi.loop.run import Progress, new_job_id
 from rsi.loop.stages import ChildJobs, Stage
 from rsi.sandbox.base import SandboxProvider
-from rsi.store.files import load_tasks, write_yaml_model
+from rsi.store.files import load_pool, write_yaml_model
 from rsi.store.tables import TrialRow
 
 STAGE = "holdout"
@@ -75,10 +75,8 @@ def _major(version: str) -> int:
 
 def holdout_tasks(ctx: WorkspaceContext) -> list[Task]:
     """Tasks under tasks/ with split holdout whose registered state (if any) is active."""
-    if not ctx.ws.tasks_dir.is_dir():
-        return []
     state = {r.digest: r.state for r in ctx.store.task_rows()}
-    return [t for t in load_tasks([ctx.ws.tasks_dir]) if t.split == "holdout" and state.get(t.digest, "active")
+    return [t for t in load_pool(ctx.ws.tasks_dir) if t.split == "holdout" and state.get(t.digest, "active")
             == "active"]
 
 

@@ -173,6 +173,13 @@ def find_task_dirs(paths: Iterable[Path]) -> list[Path]:
     return [p for p in out if not (p in seen or seen.add(p))]  # type: ignore[func-returns-value]
 
 
+def load_pool(tasks_dir: Path) -> list[Task]:
+    """Every task in a workspace's tasks/ directory; none (not an error) when it holds no task yet."""
+    if not tasks_dir.is_dir() or not any(c.is_dir() and is_task_dir(c) for c in tasks_dir.iterdir()):
+        return []
+    return load_tasks([tasks_dir])
+
+
 def load_tasks(paths: Iterable[Path]) -> list[Task]:
     tasks = [load_task(d) for d in find_task_dirs(paths)]
     names: dict[str, str] = {}

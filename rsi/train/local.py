@@ -114,7 +114,8 @@ class LocalBackend:
         t0 = time.monotonic()
         s = req.settings
         torch.manual_seed(s.seed)
-        torch.set_num_threads(s.threads or max(1, (os.cpu_count() or 2) // 2))
+        # every core: no trial runs while an update trains (the model server, if up, sits idle)
+        torch.set_num_threads(s.threads or max(1, os.cpu_count() or 2))
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         # cuBLAS is deterministic only with a fixed workspace; on the GPU a nondeterministic op warns
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")

@@ -37,3 +37,21 @@ def test_unknown_agent_lists_the_known_ones(workspace: WorkspaceContext, tmp_pat
     assert "unknown agent 'gpt'; known: " in r.output
     known = r.output.split("known: ")[1].strip().split(", ")
     assert {"harness", "known_wrong", "nop", "oracle"} <= set(known)  # (tests may register more)
+
+
+def test_demo_refuses_a_budget_that_cannot_work_and_leaves_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "demo"
+    r = runner.invoke(app, ["demo", "--dir", str(target), "--budget", "10"])
+    assert r.exit_code == 2
+    assert "--budget: 10 trials cannot cover promote's" in r.output and "minimum that works is" in r.output
+    assert not target.exists()  # no half-made workspace
+    target.mkdir()  # an empty directory is allowed, and stays empty after the refusal
+    r = runner.invoke(app, ["demo", "--dir", str(target), "--budget", "10"])
+    assert r.exit_code == 2 and list(target.iterdir()) == []
+
+
+def test_demo_refuses_a_directory_that_is_not_empty(tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("mine")
+    r = runner.invoke(app, ["demo", "--dir", str(tmp_path)])
+    assert r.exit_code == 2 and "exists and is not empty" in r.output
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
