@@ -175,7 +175,7 @@ def _clear(directory: Path, created: bool) -> None:
 
 def demo(
     directory: Annotated[Path, typer.Option("--dir", help="The fresh workspace to create.")] = Path("rsi-demo"),
-    budget: Annotated[float, typer.Option("--budget", help="Trials for the cycle, all phases.")] = 160,
+    budget: Annotated[float, typer.Option("--budget", help="Trials for the cycle, all phases.")] = 200,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """One cycle on a fresh workspace with the embedded model, sized for a 2-core machine; writes the HTML report."""
@@ -193,15 +193,15 @@ def demo(
         init_workspace(directory, starter_tasks=False)  # discover makes the demo's tasks, at the frontier
         demo_settings(directory)
         wctx = WorkspaceContext.open(directory)
+        req = demo_request(budget)
         try:
-            plan_split(wctx, budget)  # a budget that cannot work is refused before anything is left behind
+            plan_split(wctx, budget, req.discover_share)  # refused before anything is left behind
         except InputError:
             wctx.store.close()
             _clear(directory, created)
             raise
         if not json_out:
             err_console.print(f"demo workspace: {directory.resolve()}", highlight=False)
-        req = demo_request(budget)
         out = _run(wctx, req, json_out)
         _report(wctx, out, json_out, html=True)
     if not json_out and not out.stopped:

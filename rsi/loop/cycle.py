@@ -43,6 +43,7 @@ DISCOVER_SHARE = 0.4  # of what promote leaves; expand gets the rest
 @dataclass
 class CycleRequest:
     budget: float = 200.0  # trials, all phases together
+    discover_share: float = DISCOVER_SHARE  # of what promote leaves; expand gets the rest
     resume: str | None = None
     generation: str | None = None
     concurrency: int = 2
@@ -99,8 +100,8 @@ class CycleOutcome:
                 "wall_sec": round(self.wall_sec, 2)}
 
 
-def plan_split(ctx: WorkspaceContext, budget: float) -> dict[str, float]:
-    """Trials per phase: promote's need first, the rest 40/60 between discover and expand."""
+def plan_split(ctx: WorkspaceContext, budget: float, discover_share: float = DISCOVER_SHARE) -> dict[str, float]:
+    """Trials per phase: promote's need first, the rest 40/60 (by default) between discover and expand."""
     p = ctx.contract.promotion
     holdout = max(len(holdout_tasks(ctx)), min_tasks(p.alpha))
     prom = float(2 * p.trials_per_task * holdout)
@@ -109,7 +110,7 @@ def plan_split(ctx: WorkspaceContext, budget: float) -> dict[str, float]:
         raise InputError("--budget", None, f"{budget:g} trials cannot cover promote's {prom:g} (2 generations x "
                                            f"{p.trials_per_task} trials x {holdout} holdout tasks) and leave any "
                                            f"for discover and expand; the minimum that works is {prom + 2:g}")
-    disc = float(max(1, int(rest * DISCOVER_SHARE)))
+    disc = float(max(1, int(rest * discover_share)))
     return {"discover": disc, "expand": rest - disc, "update": 0.0, "promote": prom}
 
 
@@ -355,7 +356,7 @@ def _open_job(ctx: WorkspaceContext, req: CycleRequest) -> tuple[str, str, dict[
     if req.concurrency < 1:
         raise InputError("--concurrency", None, "must be at least 1")
     gen = ctx.generation(req.generation).id
-    split = plan_split(ctx, req.budget)
+    split = plan_split(ctx, req.budget, req.discover_share)
     job_id = new_job_id().replace("job-", "cyc-")
     store.acquire_driver()
     try:
@@ -433,8 +434,10 @@ DEMO_TRAIN = {"steps": 24, "batch_size": 2, "max_seq_len": 1024}
 
 
 def demo_request(budget: float) -> CycleRequest:
-    return CycleRequest(budget=budget, n=8, generators=list(DEMO_GENERATORS), attempts=2, expand_attempts=4,
-                        proposals=1, round_size=4, steps=DEMO_TRAIN["steps"], concurrency=2)
+    # the demo's workspace starts empty, so discover gets more than the default share: train tasks and the
+    # holdout split the paired test needs both come from it
+    return CycleRequest(budget=budget, discover_share=0.55, n=6, generators=list(DEMO_GENERATORS), attempts=2,
+                        expand_attempts=4, proposals=1, round_size=4, steps=DEMO_TRAIN["steps"], concurrency=2)
 
 
 def demo_settings(root: Path) -> None:
