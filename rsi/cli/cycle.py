@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import Progress, TaskID
@@ -13,8 +13,11 @@ from rich.table import Table
 
 from rsi.cli.common import console, err_console, errors, open_context, print_json
 from rsi.cli.progress import TrialBar, progress
-from rsi.loop.cycle import CycleHooks, CycleOutcome
-from rsi.loop.run import Progress as RunProgress
+from rsi.loop.hooks import CycleHooks
+from rsi.loop.hooks import Progress as RunProgress
+
+if TYPE_CHECKING:
+    from rsi.loop.cycle import CycleOutcome
 
 
 def register(app: typer.Typer) -> None:

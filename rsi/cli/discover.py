@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import Progress, TaskID
@@ -12,9 +12,11 @@ from rich.table import Table
 from rsi.cli.common import console, err_console, errors, open_context, print_json
 from rsi.cli.progress import TrialBar, progress
 from rsi.core.errors import InputError
-from rsi.loop.discover import DiscoverHooks
-from rsi.loop.run import Progress as RunProgress
-from rsi.store.tables import CandidateRow
+from rsi.loop.hooks import DiscoverHooks
+from rsi.loop.hooks import Progress as RunProgress
+
+if TYPE_CHECKING:
+    from rsi.store.tables import CandidateRow
 
 
 def register(app: typer.Typer) -> None:

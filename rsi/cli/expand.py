@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import Progress
@@ -10,8 +10,11 @@ from rich.table import Table
 
 from rsi.cli.common import console, err_console, errors, open_context, print_json
 from rsi.cli.progress import TrialBar, progress
-from rsi.loop.expand import ExpandHooks, ExpandOutcome
-from rsi.loop.run import Progress as RunProgress
+from rsi.loop.hooks import ExpandHooks
+from rsi.loop.hooks import Progress as RunProgress
+
+if TYPE_CHECKING:
+    from rsi.loop.expand import ExpandOutcome
 
 
 def register(app: typer.Typer) -> None:

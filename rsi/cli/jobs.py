@@ -10,8 +10,6 @@ from rich.table import Table
 
 from rsi.cli.common import console, err_console, errors, open_context, print_json
 from rsi.cli.progress import TrialBar, progress
-from rsi.loop.run import RunRequest, run_job
-from rsi.report.jobs import job_json, summarize
 
 jobs_app = typer.Typer(help="Jobs: list and show.", no_args_is_help=True)
 
@@ -48,6 +46,9 @@ def run(
     An arm is (agent, generation, harness config): `--gen A --gen B` or `--config X --config Y` run
     side by side on the same tasks. Exit 0 whatever the rewards; 130 on Ctrl-C; 3 when the job
     stopped on repeated endpoint or daemon failures."""
+    from rsi.loop.run import RunRequest, run_job
+    from rsi.report.jobs import job_json
+
     req = RunRequest(paths=list(paths or []), agent=agent, attempts=k, concurrency=n, generations=list(gen or []),
                      configs=list(config or []), resume=resume, budget=budget, budget_unit=unit)
     with errors():
@@ -68,6 +69,8 @@ def run(
 
 
 def render_summary(job, trials) -> None:  # type: ignore[no-untyped-def]
+    from rsi.report.jobs import summarize
+
     s = summarize(job, trials)
     console.print(f"[bold]{job.id}[/]  {job.status}  {len(s.arms)} arm(s)", highlight=False)
     for a in s.arms:
@@ -97,6 +100,8 @@ def list_jobs(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List recent jobs."""
+    from rsi.report.jobs import summarize
+
     with errors():
         store = open_context(ctx).store
         rows = [(j, summarize(j, store.trials(j.id))) for j in store.list_jobs()]
@@ -122,6 +127,8 @@ def show_job(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show a job's summary (the same as at the end of `rsi run`)."""
+    from rsi.report.jobs import job_json
+
     with errors():
         store = open_context(ctx).store
         row = store.get_job(job)

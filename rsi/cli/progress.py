@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rsi.cli.common import err_console
-from rsi.core.arm import TrialSpec
-from rsi.core.trial import TrialResult
-from rsi.loop.run import Progress as RunProgress
+from rsi.loop.hooks import Progress as RunProgress
+
+if TYPE_CHECKING:
+    from rsi.core.arm import TrialSpec
+    from rsi.core.trial import TrialResult
 
 
 def progress(quiet: bool = False) -> Progress:

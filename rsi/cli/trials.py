@@ -9,7 +9,6 @@ import typer
 from rich.table import Table
 
 from rsi.cli.common import console, errors, open_context, print_json
-from rsi.report.jobs import trial_json
 
 app = typer.Typer(help="Trials: results and trajectories.", no_args_is_help=True)
 
@@ -25,6 +24,8 @@ def list_trials(
         store = open_context(ctx).store
         rows = store.trials(store.get_job(job).id)
     if json_out:
+        from rsi.report.jobs import trial_json
+
         print_json([trial_json(t) for t in rows])
         return
     table = Table()
@@ -46,6 +47,8 @@ def show(
     with errors():
         row = open_context(ctx).store.get_trial(trial)
     if json_out:
+        from rsi.report.jobs import trial_json
+
         print_json(trial_json(row))
         return
     console.print(

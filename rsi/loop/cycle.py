@@ -28,11 +28,12 @@ from rsi.core.errors import ConfigError, InputError
 from rsi.core.promotion import min_tasks
 from rsi.exec.trial import TrialEnv
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.discover import DiscoverHooks, DiscoverRequest, discover
-from rsi.loop.expand import ExpandHooks, ExpandRequest, expand
+from rsi.loop.discover import DiscoverRequest, discover
+from rsi.loop.expand import ExpandRequest, expand
 from rsi.loop.expand_candidates import Reflector
+from rsi.loop.hooks import CycleHooks, DiscoverHooks, ExpandHooks, Progress
 from rsi.loop.promote import PromoteRequest, holdout_tasks, promote
-from rsi.loop.run import Progress, new_job_id
+from rsi.loop.run import new_job_id
 from rsi.loop.update import UpdateFailed, UpdateRequest, run_update
 from rsi.sandbox.base import SandboxProvider
 
@@ -67,19 +68,6 @@ class CycleRequest:
     promote_agent: str = "harness"
     provider: SandboxProvider | None = None
     trial_env_hook: Callable[[TrialEnv], None] | None = None
-
-
-class CycleHooks:
-    """What the CLI hooks into: messages, one progress per phase stage, training steps."""
-
-    def message(self, text: str) -> None: ...
-
-    def phase(self, name: str) -> None: ...
-
-    def stage(self, phase: str, key: str) -> Progress:
-        return Progress()
-
-    def train_step(self, step: int, total: int, loss: float) -> None: ...
 
 
 @dataclass

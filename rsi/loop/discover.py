@@ -41,7 +41,8 @@ from rsi.loop.arms import ArmPlan, resolve_arms
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.discover_stages import evaluate_controls, evaluate_oracle, evaluate_probe
 from rsi.loop.generators import GENERATORS, GeneratorError, GenRequest, PoolTask, Proposer, load_generators
-from rsi.loop.run import Progress, new_job_id
+from rsi.loop.hooks import DiscoverHooks
+from rsi.loop.run import new_job_id
 from rsi.loop.stages import ChildJobs, Stage
 from rsi.sandbox.base import SandboxProvider
 from rsi.store.files import load_pool, load_task
@@ -76,17 +77,6 @@ class DiscoverOutcome:
     reason: str | None = None
     plan: dict[str, int] = field(default_factory=dict)
     wall_sec: float = 0.0
-
-
-class DiscoverHooks:
-    """What the CLI hooks into: messages, each candidate as it is generated, a run_job Progress per stage."""
-
-    def message(self, text: str) -> None: ...
-
-    def generated(self, row: CandidateRow, done: int, total: int) -> None: ...
-
-    def stage(self, name: str) -> Progress:
-        return Progress()
 
 
 # The settings a discover job is planned with; a resume may not change them (only --budget, -n).

@@ -46,7 +46,8 @@ from rsi.loop.expand_candidates import (
 )
 from rsi.loop.expand_evidence import BASELINE, Pool, read_book, record_verdicts, search_state, verdicts
 from rsi.loop.expand_outcome import ExpandOutcome, Preflight, build_outcome, preflight
-from rsi.loop.run import Progress, new_job_id, tasks_fingerprint
+from rsi.loop.hooks import ExpandHooks
+from rsi.loop.run import new_job_id, tasks_fingerprint
 from rsi.loop.stages import ChildJobs, Stage, row_cost
 from rsi.sandbox.base import SandboxProvider
 from rsi.store.files import load_pool
@@ -70,15 +71,6 @@ class ExpandRequest:
     reflector: Reflector | None = None  # default: the generation's model (None + proposals=0: none)
     provider: SandboxProvider | None = None  # tests inject a fake
     trial_env_hook: Callable[[TrialEnv], None] | None = None
-
-
-class ExpandHooks:
-    """What the CLI hooks into: messages, and a run_job Progress per child job."""
-
-    def message(self, text: str) -> None: ...
-
-    def stage(self, key: str) -> Progress:
-        return Progress()
 
 
 @dataclass

@@ -35,6 +35,7 @@ from rsi.harness.agent import AGENTS
 from rsi.harness.builtin import load_agents
 from rsi.loop.arms import ArmPlan, arms_of_job, resolve_arms, trial_spec
 from rsi.loop.context import WorkspaceContext
+from rsi.loop.hooks import Progress
 from rsi.sandbox.base import SandboxError, SandboxProvider
 from rsi.store.files import load_tasks
 from rsi.store.tables import BudgetRow, JobRow, TrialRow
@@ -73,16 +74,6 @@ class JobOutcome:
     interrupted: bool = False
     reason: str | None = None
     stop: str | None = None  # cancelled | breaker | budget | None
-
-
-class Progress:
-    """What the CLI hooks into: a total, then one call per started and finished trial."""
-
-    def start(self, total: int, done: int, job_id: str) -> None: ...
-
-    def trial_started(self, spec: TrialSpec) -> None: ...
-
-    def trial_finished(self, spec: TrialSpec, result: TrialResult) -> None: ...
 
 
 def new_job_id() -> str:
