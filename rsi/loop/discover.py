@@ -79,6 +79,8 @@ class DiscoverOutcome:
     wall_sec: float = 0.0
 
 
+MAX_KNOWN_WRONG = 3  # the budget check assumes this many known-wrong answers of a candidate not generated yet
+
 # The settings a discover job is planned with; a resume may not change them (only --budget, -n).
 SETTINGS = ("n", "generators", "families", "generation", "band", "attempts", "holdout_only", "difficulty", "seed",
             "probe_agent")
@@ -165,7 +167,7 @@ def discover(ctx: WorkspaceContext, req: DiscoverRequest, hooks: DiscoverHooks |
         pool = _pool(ctx)
         hooks.message(f"discover {job_id}: generation {gen.id}, band {band[0]:g}..{band[1]:g}, "
                       f"{attempts} probe attempt(s), generators {', '.join(gens)}")
-        _generate(ctx, job_id, req, gens, gen.id, stage_root, pool, hooks)
+        capped = _generate(ctx, job_id, req, gens, gen.id, stage_root, pool, hooks)
 
         runner = ChildJobs(ctx, job_id, phase="discover", budget=req.budget, concurrency=req.concurrency,
                            progress_for=hooks.stage, resume_hint=f"resume with `rsi discover --resume {job_id}`",
@@ -180,7 +182,7 @@ def discover(ctx: WorkspaceContext, req: DiscoverRequest, hooks: DiscoverHooks |
                       f"(oracle {plan['oracle']}, nop + known-wrong {plan['controls']}, probe {plan['probe']})"
                       + (f"; budget {req.budget:g} trials" if req.budget is not None else ""))
 
-        stop = _gate_and_probe(ctx, job_id, runner, gen.id, probe_arms, band, attempts)
+        stop = _gate_and_probe(ctx, job_id, runner, gen.id, probe_arms, band, attempts) or capped
         # Every candidate whose probe is complete is admitted, also when the job stops early (a budget,
         # an infra failure): its evidence is whole; the undecided ones wait for --resume.
         _admit(ctx, job_id)
@@ -267,7 +269,8 @@ def _requests(req: DiscoverRequest, gens: list[str], levels: dict[str, int], max
 
 
 def _generate(ctx: WorkspaceContext, job_id: str, req: DiscoverRequest, gens: list[str], gen_id: str,
-              stage_root: Path, pool: list[Task], hooks: DiscoverHooks) -> None:
+              stage_root: Path, pool: list[Task], hooks: DiscoverHooks) -> str | None:
+    """Generate and statically check candidates up to `req.n` or what the budget covers (then say why)."""
     store, contract = ctx.store, ctx.contract
     levels = {f: r.level for f, r in store.curriculum().items()}
     view = _pool_view(ctx, pool)
@@ -282,11 +285,20 @@ def _generate(ctx: WorkspaceContext, job_id: str, req: DiscoverRequest, gens: li
     done_keys = {(c.generator, c.seed) for c in rows}
     # holdout-only counts holdout candidates; the request list is bounded, so a failing generator ends
     have = len([c for c in rows if not req.holdout_only or c.split == "holdout"])
+    # A budget caps how many candidates enter the gate: each must be able to finish it (oracle runs, nop,
+    # its known-wrong answers, the probes), or the stages spend the budget on candidates never probed.
+    fixed = contract.discovery.oracle_runs + 1 + int(req.attempts or 1)
+    planned = sum(fixed + len(_wrong_names(Path(c.stage_dir))) for c in rows if c.state != "rejected")
     with ExitStack() as stack:
         proposer = stack.enter_context(_proposer(ctx, gen_id)) if "model" in gens else None
         for i, greq in enumerate(_requests(req, gens, levels, contract.discovery.max_difficulty)):
             if have >= wanted:
                 break
+            if req.budget is not None and planned + fixed + MAX_KNOWN_WRONG > req.budget:
+                why = (f"budget spent: {req.budget:g} trials cover {have} of the {wanted} candidate(s) (about "
+                       f"{fixed + MAX_KNOWN_WRONG} trials each through the gate and the probe)")
+                hooks.message(why)
+                return why
             gname = gens[i % len(gens)]
             if (gname, greq.seed) in done_keys:
                 continue
@@ -297,7 +309,9 @@ def _generate(ctx: WorkspaceContext, job_id: str, req: DiscoverRequest, gens: li
             have += int(not req.holdout_only or row.split == "holdout")
             if row.state != "rejected":
                 known[row.name] = Path(row.stage_dir, "task", "instruction.md").read_text()
+                planned += fixed + len(_wrong_names(Path(row.stage_dir)))
             hooks.generated(row, have, wanted)
+    return None
 
 
 def _reject(ctx: WorkspaceContext, row: CandidateRow, reason: str, detail: str) -> CandidateRow:
@@ -391,7 +405,7 @@ def _gate_and_probe(ctx: WorkspaceContext, job_id: str, runner: ChildJobs, gen_i
     open_ = store.candidates(job_id, "generated")
     if open_:
         cells = [(c.name, oracle.arm.id, ctx.contract.discovery.oracle_runs) for c in open_]
-        res = runner.run(Stage("oracle", [oracle], cells, _dirs(open_)))
+        res = runner.run(Stage(_stage_key(runner, "oracle", open_), [oracle], cells, _dirs(open_)))
         evaluate_oracle(ctx, job_id, open_, res)
         if res.stop:
             return res.stop
@@ -407,7 +421,7 @@ def _gate_and_probe(ctx: WorkspaceContext, job_id: str, runner: ChildJobs, gen_i
                 if plan.arm.id not in {a.arm.id for a in arms}:
                     arms.append(plan)
                 cells.append((c.name, plan.arm.id, 1))
-        res = runner.run(Stage("controls", arms, cells, _dirs(passed)))
+        res = runner.run(Stage(_stage_key(runner, "controls", passed), arms, cells, _dirs(passed)))
         evaluate_controls(ctx, job_id, passed, res)
         if res.stop:
             return res.stop
@@ -415,7 +429,7 @@ def _gate_and_probe(ctx: WorkspaceContext, job_id: str, runner: ChildJobs, gen_i
     valid = [c for c in store.candidates(job_id, "valid") if c.probe_pass_rate is None]
     if valid:
         cells = [(c.name, probe_arms[0].arm.id, attempts) for c in valid]
-        res = runner.run(Stage("probe", probe_arms, cells, _dirs(valid)))
+        res = runner.run(Stage(_stage_key(runner, "probe", valid), probe_arms, cells, _dirs(valid)))
         evaluate_probe(ctx, job_id, valid, res, band)
         if res.stop:
             return res.stop
@@ -425,6 +439,18 @@ def _gate_and_probe(ctx: WorkspaceContext, job_id: str, runner: ChildJobs, gen_i
         return (f"{len(left)} candidate(s) still undecided after infra failures; "
                 f"resume with `rsi discover --resume {job_id}`")
     return None
+
+
+def _stage_key(runner: ChildJobs, base: str, cands: list[CandidateRow]) -> str:
+    """The stage's child-job key: `base` for the first round; a resume that generated more candidates after
+    that round finished runs them as `base.2`, `base.3`, ... (a finished child job takes no new cells)."""
+    names = {c.name for c in cands}
+    for i in range(1, 1000):
+        key = base if i == 1 else f"{base}.{i}"
+        child = runner.child(key)
+        if child is None or names <= {t.task_name for t in runner.ctx.store.trials(child.id)}:
+            return key
+    raise ConfigError(f"discover {runner.parent}: too many {base} rounds")
 
 
 def _dirs(cands: list[CandidateRow]) -> list[Path]:
