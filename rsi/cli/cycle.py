@@ -178,7 +178,7 @@ def _clear(directory: Path, created: bool) -> None:
 
 def demo(
     directory: Annotated[Path, typer.Option("--dir", help="The fresh workspace to create.")] = Path("rsi-demo"),
-    budget: Annotated[float, typer.Option("--budget", help="Trials for the cycle, all phases.")] = 200,
+    budget: Annotated[float, typer.Option("--budget", help="Trials for the cycle, all phases.")] = 220,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """One cycle on a fresh workspace with the embedded model, sized for a 2-core machine; writes the HTML report."""

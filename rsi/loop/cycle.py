@@ -7,9 +7,10 @@ start time; the first child stage's progress hook records it), so `rsi cycle --r
 kill skips finished phases and continues the unfinished one with that phase's own resume.
 
 Budget (trials): promote must measure every holdout task K times for both generations or the gates
-cannot pass, so its need, 2 x K x max(holdout tasks, the paired test's minimum), is set aside first;
-what is left is split discover 40% / expand 60%. Update runs no trials. The split is stored with the
-job, so a resume keeps it.
+cannot pass, so its need, 2 x K x the holdout tasks, is set aside first (when the split is smaller than
+the paired test's minimum, discover tops it up to that minimum plus one spare, and promote's share counts
+those); what is left is split discover 40% / expand 60% (`discover_share`). Update runs no trials.
+The split is stored with the job, so a resume keeps it.
 
 Update with no trainable trajectory (nothing accepted, everything refused) ends the cycle with the
 reason (`no_candidate`), not a crash; so does a training run that leaves no candidate.
@@ -39,6 +40,7 @@ from rsi.sandbox.base import SandboxProvider
 
 PHASES = ("discover", "expand", "update", "promote")
 DISCOVER_SHARE = 0.4  # of what promote leaves; expand gets the rest
+TOP_UP_SPARE = 1  # holdout candidates asked beyond the paired test's minimum when topping the split up
 
 
 @dataclass
@@ -91,7 +93,8 @@ class CycleOutcome:
 def plan_split(ctx: WorkspaceContext, budget: float, discover_share: float = DISCOVER_SHARE) -> dict[str, float]:
     """Trials per phase: promote's need first, the rest 40/60 (by default) between discover and expand."""
     p = ctx.contract.promotion
-    holdout = max(len(holdout_tasks(ctx)), min_tasks(p.alpha))
+    have, need = len(holdout_tasks(ctx)), min_tasks(p.alpha)
+    holdout = have if have >= need else need + TOP_UP_SPARE  # discover tops a short split up (one spare)
     prom = float(2 * p.trials_per_task * holdout)
     rest = budget - prom
     if rest < 2:
@@ -157,15 +160,16 @@ class _Cycle:
     # -- the phases ----------------------------------------------------------------------------
     def discover(self) -> str | None:
         """Discover new tasks; then, when the holdout split is smaller than the paired test's minimum, top it
-        up with a holdout-only discover (promote cannot pass otherwise) asking for twice the shortfall, since
-        the gate and the band reject some. Both share the discover budget: the top-up's estimated cost is set
-        aside before the main discover runs."""
+        up with a holdout-only discover (promote cannot pass otherwise) asking for one more than the shortfall,
+        since the gate or the band may reject one. Both share the discover budget: the top-up's estimated cost
+        is set aside before the main discover runs."""
         resume = self.begin("discover")
         r = self.req
         info = self.phases().get("discover", {})
         budget = self.split["discover"]
         deficit = max(0, min_tasks(self.ctx.contract.promotion.alpha) - len(holdout_tasks(self.ctx)))
-        reserve = float(info.get("reserve", min(int(budget * 0.6), 2 * deficit * self._candidate_cost())))
+        want = deficit + TOP_UP_SPARE if deficit else 0
+        reserve = float(info.get("reserve", min(int(budget * 0.6), want * self._candidate_cost())))
         if not info.get("main_done"):
             if resume is None:
                 self.record("discover", reserve=reserve)
@@ -193,7 +197,7 @@ class _Cycle:
                 self.hooks.message(f"holdout split: {deficit} task(s) short of the paired test's minimum; "
                                    f"topping it up (holdout-only discover, up to {left:g} trials)")
                 hreq = DiscoverRequest(resume=hjob, concurrency=r.concurrency, budget=left) if hjob else \
-                    DiscoverRequest(n=2 * deficit, holdout_only=True, generators=list(r.generators),
+                    DiscoverRequest(n=deficit + TOP_UP_SPARE, holdout_only=True, generators=list(r.generators),
                                     generation=self.gen, attempts=r.attempts, budget=left, seed=r.seed + 7919,
                                     concurrency=r.concurrency, probe_agent=r.probe_agent)
                 out = self._run_discover(hreq, key="results_holdout")
@@ -418,13 +422,13 @@ def _end(store: Any, job_id: str, reason: str) -> None:
 # elsewhere it passes nothing, so there would be nothing to train on. Probes and baseline attempts are several
 # per task, so the tasks it sometimes solves yield accepted trajectories and groups with reward variance.
 DEMO_GENERATORS = ("text", "files")
-DEMO_TRAIN = {"steps": 24, "batch_size": 2, "max_seq_len": 1024}
+DEMO_TRAIN = {"steps": 32, "batch_size": 2, "max_seq_len": 1024}
 
 
 def demo_request(budget: float) -> CycleRequest:
     # the demo's workspace starts empty, so discover gets more than the default share: train tasks and the
     # holdout split the paired test needs both come from it
-    return CycleRequest(budget=budget, discover_share=0.55, n=6, generators=list(DEMO_GENERATORS), attempts=2,
+    return CycleRequest(budget=budget, discover_share=0.65, n=8, generators=list(DEMO_GENERATORS), attempts=2,
                         expand_attempts=4, proposals=1, round_size=4, steps=DEMO_TRAIN["steps"], concurrency=2)
 
 
