@@ -164,7 +164,8 @@ def recorded_calls(root: Path) -> tuple[int, list[float]]:
     """Per-call reuse shares over real trials recorded by `rsi run --agent harness` under `root`.
 
     Each trajectory keeps the final messages it sent (extra.rsi.messages); call k's prompt is the
-    messages before the k-th model reply (few-shot replies are part of the prompt, not calls). Only trials with at least two model calls count.
+    messages before the k-th model reply (few-shot replies are part of the prompt, not calls). Only trials
+    with at least two model calls count.
     """
     trials, per_call = 0, []
     for path in sorted(root.rglob("trajectory.json")):
