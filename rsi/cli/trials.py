@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -46,17 +47,23 @@ def show(
     """Show a trial's result and render its trajectory."""
     with errors():
         row = open_context(ctx).store.get_trial(trial)
+    fidelity = _fidelity(Path(row.trial_dir) / "result.json")
     if json_out:
         from rsi.report.jobs import trial_json
 
-        print_json(trial_json(row))
+        print_json({**trial_json(row), **fidelity})
         return
     console.print(
         f"[bold]{row.id}[/]  status={row.status} reward={row.reward} passed={row.passed} "
-        f"error={row.error_type or '-'}"
+        f"error={row.error_type or '-'} integrity={row.integrity or '-'}"
     )
     if row.error_message:
         console.print(f"[yellow]{row.error_message}[/]", markup=False)
+    for base, what in (fidelity.get("base_substitution") or {}).items():
+        console.print(f"base image {base} was a local substitute: {what}", markup=False, highlight=False)
+    shim = fidelity.get("verifier_shim")
+    if shim:
+        console.print(f"verifier tool shim: {shim}", markup=False, highlight=False)
     traj = Path(row.trial_dir) / "trajectory.json"
     if traj.is_file():
         from rsi.report.trajectory import render_trajectory
@@ -64,3 +71,13 @@ def show(
         render_trajectory(traj, console)
     else:
         console.print(f"(no trajectory at {traj})")
+
+
+def _fidelity(result: Path) -> dict[str, Any]:
+    """What a trial ran with instead of the task's own parts: a substituted base image, the verifier's tool
+    shim (both recorded in the trial's result.json `extra`); empty when none or unreadable."""
+    try:
+        extra = json.loads(result.read_text()).get("extra") or {}
+    except (OSError, ValueError):
+        return {}
+    return {k: extra[k] for k in ("base_substitution", "verifier_shim") if extra.get(k)}

@@ -105,9 +105,19 @@ class LocalBackend:
 
     def train(self, req: TrainRequest) -> TrainResult:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import warnings
+
         import torch
         from peft import LoraConfig, PeftModel, get_peft_model
         from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        # the CLI draws its own bar for the steps: no weight-loading bar or deprecation notes in between
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|peft)\.")
+        # PEFT looks for the base's config by its hub name to check the vocabulary; offline it cannot, and says so
+        warnings.filterwarnings("ignore", message="Could not find a config file", category=UserWarning)
 
         if req.base_model_dir is None:
             raise TrainError("the local backend needs the base model as a transformers directory")

@@ -233,8 +233,21 @@ def test_terminal_bench_2_1_shaped_tasks_pass_with_oracle_and_fail_with_nop_uned
     stderr = (Path(ok.trial_dir) / "verifier" / "test-stderr.txt").read_text()
     assert "answered with rsi's offline stand-in for uv's installer" in stderr  # the curl | sh was intercepted
     assert "passed" in (Path(ok.trial_dir) / "verifier" / "test-stdout.txt").read_text()  # pytest really ran
-    if docker.from_env().api.inspect_image("python:3.13-slim-bookworm")["Config"]["Labels"].get("rsi.substitute"):
+    substituted = docker.from_env().api.inspect_image("python:3.13-slim-bookworm")["Config"]["Labels"].get(
+        "rsi.substitute")
+    if substituted:
         assert "standing in for python:3.13-slim-bookworm" in extra["base_substitution"]["python:3.13-slim-bookworm"]
+    # and a user sees both, with the integrity level, in `rsi trials show`
+    from typer.testing import CliRunner
+
+    from rsi.cli.app import app
+
+    shown = CliRunner().invoke(app, ["-w", str(net_ctx.ws.root), "trials", "show", ok.id])
+    assert shown.exit_code == 0, shown.output
+    assert "integrity=shared" in shown.output and "verifier tool shim" in shown.output
+    assert ("base image python:3.13-slim-bookworm was a local substitute" in shown.output) == bool(substituted)
+    shown = CliRunner().invoke(app, ["-w", str(net_ctx.ws.root), "trials", "show", ok.id, "--json"])
+    assert json.loads(shown.output)["verifier_shim"]["used"] is True
     nop = run_job(net_ctx, RunRequest(paths=[task], agent="nop")).trials[0]
     assert not nop.passed and nop.reward == 0.0, (nop.error_type, nop.error_message)
     assert nop.verifier_exit_code == 0  # pytest failed, test.sh wrote 0: a clean fail, not a broken verifier
