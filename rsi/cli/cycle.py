@@ -178,7 +178,7 @@ def _clear(directory: Path, created: bool) -> None:
 
 def demo(
     directory: Annotated[Path, typer.Option("--dir", help="The fresh workspace to create.")] = Path("rsi-demo"),
-    budget: Annotated[float, typer.Option("--budget", help="Trials for the cycle, all phases.")] = 220,
+    budget: Annotated[float, typer.Option("--budget", help="Trials for the cycle, all phases.")] = 260,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """One cycle on a fresh workspace with the embedded model, sized for a 2-core machine; writes the HTML report."""
@@ -198,7 +198,7 @@ def demo(
         wctx = WorkspaceContext.open(directory)
         req = demo_request(budget)
         try:
-            plan_split(wctx, budget, req.discover_share)  # refused before anything is left behind
+            plan_split(wctx, budget, req.discover_share, req.holdout_target)  # refused before anything is left behind
         except InputError:
             wctx.store.close()
             _clear(directory, created)

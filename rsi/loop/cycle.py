@@ -47,6 +47,7 @@ TOP_UP_SPARE = 1  # holdout candidates asked beyond the paired test's minimum wh
 class CycleRequest:
     budget: float = 200.0  # trials, all phases together
     discover_share: float = DISCOVER_SHARE  # of what promote leaves; expand gets the rest
+    holdout_target: int | None = None  # holdout tasks to top the split up to (default: the test's minimum + 1)
     resume: str | None = None
     generation: str | None = None
     concurrency: int = 2
@@ -90,11 +91,21 @@ class CycleOutcome:
                 "wall_sec": round(self.wall_sec, 2)}
 
 
-def plan_split(ctx: WorkspaceContext, budget: float, discover_share: float = DISCOVER_SHARE) -> dict[str, float]:
+def holdout_goal(ctx: WorkspaceContext, target: int | None) -> int:
+    """How many holdout tasks the cycle's discover tops the split up to: `target`, at least the paired
+    test's minimum (below it promote cannot pass); by default that minimum plus one spare."""
+    need = min_tasks(ctx.contract.promotion.alpha)
+    return max(need, target) if target is not None else need + TOP_UP_SPARE
+
+
+def plan_split(ctx: WorkspaceContext, budget: float, discover_share: float = DISCOVER_SHARE,
+               holdout_target: int | None = None) -> dict[str, float]:
     """Trials per phase: promote's need first, the rest 40/60 (by default) between discover and expand."""
     p = ctx.contract.promotion
     have, need = len(holdout_tasks(ctx)), min_tasks(p.alpha)
-    holdout = have if have >= need else need + TOP_UP_SPARE  # discover tops a short split up (one spare)
+    # a split short of the minimum (or of an explicit target) is topped up by discover: promote pays for those
+    holdout = have if have >= need and (holdout_target is None or have >= holdout_target) \
+        else max(have, holdout_goal(ctx, holdout_target))
     prom = float(2 * p.trials_per_task * holdout)
     rest = budget - prom
     if rest < 2:
@@ -167,8 +178,7 @@ class _Cycle:
         r = self.req
         info = self.phases().get("discover", {})
         budget = self.split["discover"]
-        deficit = max(0, min_tasks(self.ctx.contract.promotion.alpha) - len(holdout_tasks(self.ctx)))
-        want = deficit + TOP_UP_SPARE if deficit else 0
+        want = self._holdout_wanted()
         reserve = float(info.get("reserve", min(int(budget * 0.6), want * self._candidate_cost())))
         if not info.get("main_done"):
             if resume is None:
@@ -186,7 +196,7 @@ class _Cycle:
             # a spent discover budget is not a failure of the cycle: what was admitted is used
             if out.interrupted and "budget spent" not in (out.reason or ""):
                 return f"discover stopped: {out.reason}"
-        deficit = max(0, min_tasks(self.ctx.contract.promotion.alpha) - len(holdout_tasks(self.ctx)))
+        deficit = self._holdout_wanted()
         if deficit:
             info = self.phases()["discover"]
             left = budget - self._spent(str(info["job"]))
@@ -194,10 +204,11 @@ class _Cycle:
             if left >= 1 or hjob:
                 if not info.get("holdout_started_at"):
                     self.record("discover", holdout_started_at=datetime.now(UTC).isoformat())
-                self.hooks.message(f"holdout split: {deficit} task(s) short of the paired test's minimum; "
-                                   f"topping it up (holdout-only discover, up to {left:g} trials)")
+                self.hooks.message(f"holdout split: {len(holdout_tasks(self.ctx))} task(s), {deficit} short of the "
+                                   f"{holdout_goal(self.ctx, r.holdout_target)} this cycle tops it up to "
+                                   f"(holdout-only discover, up to {left:g} trials)")
                 hreq = DiscoverRequest(resume=hjob, concurrency=r.concurrency, budget=left) if hjob else \
-                    DiscoverRequest(n=deficit + TOP_UP_SPARE, holdout_only=True, generators=list(r.generators),
+                    DiscoverRequest(n=deficit, holdout_only=True, generators=list(r.generators),
                                     generation=self.gen, attempts=r.attempts, budget=left, seed=r.seed + 7919,
                                     concurrency=r.concurrency, probe_agent=r.probe_agent)
                 out = self._run_discover(hreq, key="results_holdout")
@@ -211,6 +222,15 @@ class _Cycle:
                     return f"discover stopped: {out.reason}"
         self.record("discover", status="done")
         return None
+
+    def _holdout_wanted(self) -> int:
+        """Holdout tasks to add: none when the split already has the paired test's minimum (and any explicit
+        target); else up to the goal (the minimum plus a spare, or the target)."""
+        have = len(holdout_tasks(self.ctx))
+        need, target = min_tasks(self.ctx.contract.promotion.alpha), self.req.holdout_target
+        if have >= need and (target is None or have >= target):
+            return 0
+        return max(0, holdout_goal(self.ctx, target) - have)
 
     def _candidate_cost(self) -> int:
         """Trials one candidate costs at most: oracle runs, nop, known-wrong answers (about 3), probes."""
@@ -348,7 +368,7 @@ def _open_job(ctx: WorkspaceContext, req: CycleRequest) -> tuple[str, str, dict[
     if req.concurrency < 1:
         raise InputError("--concurrency", None, "must be at least 1")
     gen = ctx.generation(req.generation).id
-    split = plan_split(ctx, req.budget, req.discover_share)
+    split = plan_split(ctx, req.budget, req.discover_share, req.holdout_target)
     job_id = new_job_id().replace("job-", "cyc-")
     store.acquire_driver()
     try:
@@ -422,13 +442,14 @@ def _end(store: Any, job_id: str, reason: str) -> None:
 # elsewhere it passes nothing, so there would be nothing to train on. Probes and baseline attempts are several
 # per task, so the tasks it sometimes solves yield accepted trajectories and groups with reward variance.
 DEMO_GENERATORS = ("text", "files")
-DEMO_TRAIN = {"steps": 32, "batch_size": 2, "max_seq_len": 1024}
+DEMO_TRAIN = {"steps": 48, "batch_size": 4, "max_seq_len": 1024}
 
 
 def demo_request(budget: float) -> CycleRequest:
     # the demo's workspace starts empty, so discover gets more than the default share: train tasks and the
     # holdout split the paired test needs both come from it
-    return CycleRequest(budget=budget, discover_share=0.65, n=8, generators=list(DEMO_GENERATORS), attempts=2,
+    return CycleRequest(budget=budget, discover_share=0.65, holdout_target=8, n=10, generators=list(DEMO_GENERATORS),
+                        attempts=2,
                         expand_attempts=4, proposals=1, round_size=4, steps=DEMO_TRAIN["steps"], concurrency=2)
 
 

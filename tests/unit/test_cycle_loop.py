@@ -155,7 +155,7 @@ def test_discover_tops_up_a_short_holdout_split(ctx: WorkspaceContext, provider:
     assert ph["status"] == "done" and ph.get("holdout_job"), ph
     top = ctx.store.get_job(ph["holdout_job"])
     assert top.kind == "discover" and top.params["holdout_only"] is True
-    assert any("topping it up" in m for m in hooks.messages)
+    assert any("this cycle tops it up to" in m for m in hooks.messages)
     from rsi.loop.promote import holdout_tasks
 
     assert len(holdout_tasks(ctx)) >= 5
