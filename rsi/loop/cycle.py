@@ -286,17 +286,42 @@ class _Cycle:
             def stage(self, key: str) -> Progress:
                 return outer.stage_progress("expand")(key)
 
+        if resume is None:
+            self.replan_promote()
         ereq = ExpandRequest(budget=self.split["expand"], generation=None if resume else self.gen, resume=resume,
                              attempts=r.expand_attempts, concurrency=r.concurrency, proposals=r.proposals,
                              round_size=r.round_size, reflector=r.reflector, seed=r.seed, provider=r.provider,
                              trial_env_hook=r.trial_env_hook)
-        out = expand(self.ctx, ereq, Hooks())
+        try:
+            out = expand(self.ctx, ereq, Hooks())
+        except InputError as e:  # its share cannot cover the baseline: update still has discover's probes
+            why = f"expand skipped: {e}"
+            self.hooks.message(why)
+            self.record("expand", status="done", skipped=why, trials=0)
+            return None
         self.results["expand"] = out
         stopped = out.interrupted and "budget spent" not in (out.reason or "")
         self.record("expand", job=out.job_id, status="stopped" if stopped else "done", reason=out.reason,
                     baseline_rate=out.baseline.rate, adopted=out.adopted.get("name"),
                     adopted_new=bool(out.adopted.get("new", True)), trials=out.trials)
         return f"expand stopped: {out.reason}" if stopped else None
+
+    def replan_promote(self) -> None:
+        """Promote measures every holdout task discover left (its band decides, not the plan): when that
+        costs more than promote's share, the difference comes out of expand's, so the total holds."""
+        need = float(2 * self.ctx.contract.promotion.trials_per_task * len(holdout_tasks(self.ctx)))
+        if need <= self.split["promote"]:
+            return
+        more = need - self.split["promote"]
+        self.split = {**self.split, "promote": need, "expand": max(0.0, self.split["expand"] - more)}
+        self.hooks.message(f"holdout: {len(holdout_tasks(self.ctx))} tasks after discover; promote needs {need:g} "
+                           f"trials, {more:g} more than planned, taken from expand (now {self.split['expand']:g})")
+        store = self.ctx.store
+        store.acquire_driver()
+        try:
+            store.merge_job_params(self.job_id, {"split": self.split})
+        finally:
+            store.release_driver()
 
     def update(self) -> str | None:
         self.begin("update")
@@ -425,7 +450,7 @@ def cycle(ctx: WorkspaceContext, req: CycleRequest, hooks: CycleHooks | None = N
             store.release_driver()
     else:
         _end(store, job_id, f"{stopped}; resume with `rsi cycle --resume {job_id}`")
-    return CycleOutcome(job_id, gen, split, phases, cand, verdict, stopped, time.monotonic() - t0, run.results)
+    return CycleOutcome(job_id, gen, run.split, phases, cand, verdict, stopped, time.monotonic() - t0, run.results)
 
 
 def _end(store: Any, job_id: str, reason: str) -> None:

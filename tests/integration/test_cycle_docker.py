@@ -75,10 +75,12 @@ def test_cycle_runs_every_phase_and_reports(tmp_path: Path) -> None:
     assert out["stopped"] is None, out
     assert set(out["phases"]) == {"discover", "expand", "update", "promote"}
     assert all(p["status"] == "done" for p in out["phases"].values()), out["phases"]
-    assert out["split"]["promote"] == 10 and sum(out["split"].values()) == 32
     assert out["candidate"] == "gen-0001" and out["verdict"] in ("promoted", "rejected")
     prom = out["phases"]["promote"]
-    assert prom["holdout_tasks"] == 5
+    # the 5 hand-made holdout tasks, and the discovered one when its digest put it there and the band kept it;
+    # promote's share follows (2 generations x 1 trial each), taken from expand's, and the total holds
+    assert prom["holdout_tasks"] in (5, 6)
+    assert out["split"]["promote"] == 2 * prom["holdout_tasks"] and sum(out["split"].values()) == 32
     if out["verdict"] == "rejected":
         assert prom["failing"], prom  # a rejection names the gates that failed
 

@@ -162,3 +162,21 @@ def test_discover_tops_up_a_short_holdout_split(ctx: WorkspaceContext, provider:
     spent = sum(len(ctx.store.trials(j.id)) for d in (ph["job"], ph["holdout_job"])
                 for j in ctx.store.child_jobs(d))
     assert spent <= out.split["discover"]
+
+
+def test_promote_share_follows_the_holdout_discover_left(ctx: WorkspaceContext) -> None:
+    """A discovered task the digest puts in holdout must be measured too: promote's share grows, expand's
+    shrinks by as much, and the total (and the recorded split) holds."""
+    from rsi.loop.cycle import _Cycle, _open_job
+
+    req = CycleRequest(budget=100)
+    job_id, gen, split = _open_job(ctx, req)
+    assert split["promote"] == 48  # 6 holdout tasks x 4 trials x 2 generations
+    holdout_task(ctx.ws.tasks_dir, "h-new")
+    hooks = Recorder()
+    run = _Cycle(ctx, req, hooks, job_id, gen, split)
+    run.replan_promote()
+    assert run.split["promote"] == 56 and run.split["expand"] == split["expand"] - 8
+    assert sum(run.split.values()) == 100
+    assert ctx.store.get_job(job_id).params["split"] == run.split
+    assert any("8 more than planned, taken from expand" in m for m in hooks.messages)
