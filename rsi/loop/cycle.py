@@ -32,6 +32,7 @@ from rsi.loop.context import WorkspaceContext
 from rsi.loop.discover import DiscoverRequest, discover
 from rsi.loop.expand import ExpandRequest, expand
 from rsi.loop.expand_candidates import Reflector
+from rsi.loop.generators import GENERATORS, load_generators
 from rsi.loop.hooks import CycleHooks, DiscoverHooks, ExpandHooks, Progress
 from rsi.loop.promote import PromoteRequest, holdout_tasks, promote
 from rsi.loop.run import new_job_id
@@ -393,6 +394,15 @@ def _open_job(ctx: WorkspaceContext, req: CycleRequest) -> tuple[str, str, dict[
     if req.concurrency < 1:
         raise InputError("--concurrency", None, "must be at least 1")
     gen = ctx.generation(req.generation).id
+    load_generators()
+    for g in req.generators:  # an unknown name is refused before any job exists (it lists the known ones)
+        GENERATORS.get(g)
+    if req.attempts is not None and req.attempts < 1:
+        raise InputError("--attempts", None, "must be at least 1")
+    if req.expand_attempts < 1:
+        raise InputError("--expand-attempts", None, "must be at least 1")
+    if req.n < 1:
+        raise InputError("--n", None, "must be at least 1")
     split = plan_split(ctx, req.budget, req.discover_share, req.holdout_target)
     job_id = new_job_id().replace("job-", "cyc-")
     store.acquire_driver()

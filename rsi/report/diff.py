@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rsi.core.errors import InputError
 from rsi.core.generation import GenerationManifest
 from rsi.core.promotion import paired_p, test_name, wilson
 
@@ -124,6 +125,8 @@ def _families(ctx: Ctx, names: set[str]) -> dict[str, str]:
 def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str = "harness") -> DiffReport:
     store = ctx.store
     a, b = ctx.generation(a_id), ctx.generation(b_id)
+    if a.id == b.id:
+        raise InputError(b_id, None, f"is the same generation as {a_id}: nothing to compare (give two generations)")
     a_yaml, b_yaml = _config_yaml(ctx, a.harness_config.digest), _config_yaml(ctx, b.harness_config.digest)
     config = {"a": {"name": a.harness_config.name, "digest": a.harness_config.digest},
               "b": {"name": b.harness_config.name, "digest": b.harness_config.digest},

@@ -55,3 +55,19 @@ def test_demo_refuses_a_directory_that_is_not_empty(tmp_path: Path) -> None:
     r = runner.invoke(app, ["demo", "--dir", str(tmp_path)])
     assert r.exit_code == 2 and "exists and is not empty" in r.output
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+
+
+def test_cycle_refuses_bad_settings_before_any_job_exists(workspace: WorkspaceContext) -> None:
+    root = str(workspace.ws.root)
+    for args, msg in ((["-g", "nosuch"], "unknown generator 'nosuch'; known: "),
+                      (["-k", "0"], "--attempts: must be at least 1"),
+                      (["--n", "0"], "--n: must be at least 1"),
+                      (["--budget", "0"], "--budget: must be more than 0")):
+        r = runner.invoke(app, ["-w", root, "cycle", "--budget", "200", *args])
+        assert r.exit_code == 2 and msg in r.output, (args, r.output)
+    assert workspace.store.jobs_of(kind="cycle") == []  # no half-made cycle job
+
+
+def test_diff_of_a_generation_with_itself_is_refused(workspace: WorkspaceContext) -> None:
+    r = runner.invoke(app, ["-w", str(workspace.ws.root), "diff", "gen-0000", "gen-0000"])
+    assert r.exit_code == 2 and "is the same generation as gen-0000" in r.output
