@@ -257,10 +257,13 @@ def _register_candidate(ctx: WorkspaceContext, req: UpdateRequest, gen: Generati
                 **{k: v for k, v in outcome.training.items() if k != "loss_curve"}}
     expand_jobs = [j.id for j in store.jobs_of(kind="expand", generation=gen.id)
                    if not req.from_jobs or j.id in req.from_jobs]
+    # the discover jobs that probed this generation made the tasks it was trained and measured on
+    discover_jobs = list(dict.fromkeys([*gen.provenance.discover_jobs, *(
+        j.id for j in store.jobs_of(kind="discover", generation=gen.id) if j.parent_job is None)]))
     m = GenerationManifest(
         id=new_id, parent=gen.id, state=GenerationState.CANDIDATE, contract=ctx.contract.hcp,
         base_model=gen.base_model, adapters=adapters, harness_config=HarnessRef(name=cfg.name, digest=cfg_digest),
-        provenance=Provenance(discover_jobs=list(gen.provenance.discover_jobs), expand_jobs=expand_jobs,
+        provenance=Provenance(discover_jobs=discover_jobs, expand_jobs=expand_jobs,
                               training_run=outcome.run_id, dataset_digest=dataset_digest, training=training),
         metrics=_metrics(outcome, adapter),
     )

@@ -6,6 +6,7 @@ cycle stopped after a phase resumes without re-running the finished ones.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from benchmarks.policy_server import CONFIG, Policy, serve
+from rsi.core.discover import TaskDraft
 from rsi.harness.agent import AGENTS
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.cycle import CycleHooks, CycleRequest, cycle, plan_split
-from rsi.loop.generators import GENERATORS
+from rsi.loop.generators import GENERATORS, GenRequest
 from rsi.loop.init import init_workspace
 from rsi.sandbox.fake import FakeSandboxProvider
 from tests.taskgen import make_task
@@ -102,6 +104,9 @@ def test_cycle_runs_every_phase_and_records_them(ctx: WorkspaceContext, provider
     assert ph["discover"]["admitted"] == 2
     assert out.candidate == ph["update"]["candidate"] == "gen-0001"
     assert out.verdict == "promoted" and ctx.store.get_generation("gen-0001").state.value == "promoted"
+    # the candidate's provenance names the jobs that made its tasks and trials
+    prov = ctx.generation("gen-0001").provenance
+    assert ph["discover"]["job"] in prov.discover_jobs and ph["expand"]["job"] in prov.expand_jobs
     assert job.params["verdict"] == "promoted"
 
 
@@ -140,6 +145,15 @@ def test_no_candidate_stops_with_the_reason(ctx: WorkspaceContext, provider: Fak
     assert "promote" not in job.params["phases"]
 
 
+class ValidGen(FakeGen):
+    """fakegen's valid kind only (seed % 10 == 0): every candidate passes the gate."""
+
+    name = "validgen"
+
+    def generate(self, req: GenRequest) -> TaskDraft:
+        return super().generate(dataclasses.replace(req, seed=req.seed * 10))
+
+
 def test_discover_tops_up_a_short_holdout_split(ctx: WorkspaceContext, provider: FakeSandboxProvider,
                                                 tmp_path: Path) -> None:
     """With fewer holdout tasks than the paired test needs, the cycle's discover adds holdout candidates
@@ -149,8 +163,9 @@ def test_discover_tops_up_a_short_holdout_split(ctx: WorkspaceContext, provider:
         import shutil
 
         shutil.rmtree(tasks / f"h{i}")
+    GENERATORS.add("validgen", ValidGen)
     hooks = Recorder()
-    out = cycle(ctx, _req(provider, tmp_path, budget=160), hooks)
+    out = cycle(ctx, _req(provider, tmp_path, budget=160, generators=["validgen"]), hooks)
     ph = ctx.store.get_job(out.job_id).params["phases"]["discover"]
     assert ph["status"] == "done" and ph.get("holdout_job"), ph
     top = ctx.store.get_job(ph["holdout_job"])
@@ -158,7 +173,10 @@ def test_discover_tops_up_a_short_holdout_split(ctx: WorkspaceContext, provider:
     assert any("this cycle tops it up to" in m for m in hooks.messages)
     from rsi.loop.promote import holdout_tasks
 
-    assert len(holdout_tasks(ctx)) >= 5
+    # asked for the shortfall to the minimum (5) plus a spare, and every one passed the gate
+    main_holdout = sum(c.state == "admitted" and c.split == "holdout" for c in ctx.store.candidates(ph["job"]))
+    assert top.params["n"] == 6 - 3 - main_holdout
+    assert len(holdout_tasks(ctx)) >= 6
     spent = sum(len(ctx.store.trials(j.id)) for d in (ph["job"], ph["holdout_job"])
                 for j in ctx.store.child_jobs(d))
     assert spent <= out.split["discover"]
