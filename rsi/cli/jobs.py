@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -97,27 +97,48 @@ def render_summary(job, trials) -> None:  # type: ignore[no-untyped-def]
 @jobs_app.command("list")
 def list_jobs(
     ctx: typer.Context,
+    all_jobs: Annotated[bool, typer.Option("--all", help="Also the child jobs of discover, expand, promote and "
+                                           "cycle jobs (their stages).")] = False,
+    limit: Annotated[int, typer.Option("--limit", help="How many, newest first.")] = 50,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List recent jobs."""
-    from rsi.report.jobs import summarize
-
+    """List recent jobs: runs and phase jobs (discover, expand, promote, cycle) with the trials under them."""
     with errors():
         store = open_context(ctx).store
-        rows = [(j, summarize(j, store.trials(j.id))) for j in store.list_jobs()]
+        rows = [(j, *_figures(store, j)) for j in store.list_jobs(limit, top_level=not all_jobs)]
     if json_out:
         print_json([
-            {"job": j.id, "status": j.status, "agent": j.agent, "generation": j.generation, "trials": s.trials,
-             "pass_at_1": s.pass_at_1, "created_at": j.created_at}
-            for j, s in rows
+            {"job": j.id, "kind": j.kind, "parent": j.parent_job, "status": j.status, "agent": j.agent,
+             "generation": j.generation, "trials": n, "pass_at_1": p1, "created_at": j.created_at}
+            for j, n, p1 in rows
         ])
         return
     table = Table()
-    for c in ("job", "status", "agent", "generation", "trials", "pass@1"):
+    for c in ("job", "kind", "status", "agent", "generation", "trials", "pass@1"):
         table.add_column(c)
-    for j, s in rows:
-        table.add_row(j.id, j.status, j.agent, j.generation or "-", str(s.trials), f"{s.pass_at_1:.3f}")
+    for j, n, p1 in rows:
+        table.add_row(j.id, j.kind, j.status, j.agent, j.generation or "-", str(n),
+                      "-" if p1 is None else f"{p1:.3f}")
     console.print(table)
+
+
+def _figures(store: Any, job: Any) -> tuple[int, float | None]:
+    """A run job's trials and pass@1; a phase job's trials over all its child jobs, a cycle's over its phases'
+    (pass@1 would mix arms there: none)."""
+    from rsi.report.jobs import summarize
+
+    if job.kind == "run":
+        s = summarize(job, store.trials(job.id))
+        return s.trials, s.pass_at_1
+    n, todo = 0, [job.id]
+    if job.kind == "cycle":  # its phases are jobs of their own, recorded in its params
+        phases = (job.params.get("phases") or {}).values()
+        todo += [str(ph[k]) for ph in phases for k in ("job", "holdout_job") if ph.get(k)]
+    while todo:
+        for child in store.child_jobs(todo.pop()):
+            n += len(store.trials(child.id))
+            todo.append(child.id)
+    return n, None
 
 
 @jobs_app.command("show")

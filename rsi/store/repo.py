@@ -176,9 +176,13 @@ class Store(TrialQueries, LoopQueries, GenerationQueries, DiscoverQueries, Expan
             raise NotFoundError(f"unknown job '{job_id}'")
         return row
 
-    def list_jobs(self, limit: int = 50) -> list[JobRow]:
+    def list_jobs(self, limit: int = 50, *, top_level: bool = False) -> list[JobRow]:
+        """The newest jobs first; `top_level`: only jobs a user started (no phase's child job)."""
+        stmt = select(JobRow)
+        if top_level:
+            stmt = stmt.where(col(JobRow.parent_job).is_(None))
         with self.session() as s:
-            return list(s.exec(select(JobRow).order_by(col(JobRow.created_at).desc()).limit(limit)).all())
+            return list(s.exec(stmt.order_by(col(JobRow.created_at).desc()).limit(limit)).all())
 
     def job_lock_path(self, job_id: str) -> Path:
         return self.lock_dir / f"{re.sub(r'[^A-Za-z0-9._-]', '_', job_id)}.lock"

@@ -7,6 +7,7 @@ cycle stopped after a phase resumes without re-running the finished ones.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,6 +105,16 @@ def test_cycle_runs_every_phase_and_records_them(ctx: WorkspaceContext, provider
     assert ph["discover"]["admitted"] == 2
     assert out.candidate == ph["update"]["candidate"] == "gen-0001"
     assert out.verdict == "promoted" and ctx.store.get_generation("gen-0001").state.value == "promoted"
+    # `rsi jobs list` shows the jobs a user started, with the trials under each (children, and a cycle's phases)
+    from typer.testing import CliRunner
+
+    from rsi.cli.app import app
+
+    listed = json.loads(CliRunner().invoke(app, ["-w", str(ctx.ws.root), "jobs", "list", "--json"]).output)
+    assert all(x["parent"] is None for x in listed)
+    by_id = {x["job"]: x for x in listed}
+    phase_trials = sum(by_id[ph[k]["job"]]["trials"] for k in ("discover", "expand", "promote"))
+    assert by_id[out.job_id]["kind"] == "cycle" and by_id[out.job_id]["trials"] == phase_trials > 0
     # the candidate's provenance names the jobs that made its tasks and trials
     prov = ctx.generation("gen-0001").provenance
     assert ph["discover"]["job"] in prov.discover_jobs and ph["expand"]["job"] in prov.expand_jobs
