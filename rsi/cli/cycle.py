@@ -184,7 +184,8 @@ def demo(
     """One cycle on a fresh workspace with the embedded model, sized for a 2-core machine; writes the HTML report."""
     from rsi.core.errors import InputError
     from rsi.loop.context import WorkspaceContext
-    from rsi.loop.cycle import demo_request, demo_settings, plan_split
+    from rsi.loop.cycle import plan_split
+    from rsi.loop.demo import demo_request, demo_settings
     from rsi.loop.init import init_workspace
 
     t0 = time.monotonic()

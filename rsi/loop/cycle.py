@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from rsi.core.errors import ConfigError, InputError
@@ -472,34 +471,4 @@ def _end(store: Any, job_id: str, reason: str) -> None:
         store.release_driver()
 
 
-# `rsi demo`: one cycle sized for a 2-core machine with the bundled SmolLM2-135M. Discover draws from the two
-# procedural families in which that model passes some level-1 tasks (text: count lines; files: write a file);
-# elsewhere it passes nothing, so there would be nothing to train on. Probes and baseline attempts are several
-# per task, so the tasks it sometimes solves yield accepted trajectories and groups with reward variance.
-DEMO_GENERATORS = ("text", "files")
-DEMO_TRAIN = {"steps": 48, "batch_size": 4, "max_seq_len": 1024}
-
-
-def demo_request(budget: float) -> CycleRequest:
-    # the demo's workspace starts empty, so discover gets more than the default share: train tasks and the
-    # holdout split the paired test needs both come from it
-    return CycleRequest(budget=budget, discover_share=0.65, holdout_target=8, n=10, generators=list(DEMO_GENERATORS),
-                        attempts=2,
-                        expand_attempts=4, proposals=1, round_size=4, steps=DEMO_TRAIN["steps"], concurrency=2)
-
-
-def demo_settings(root: Path) -> None:
-    """Numbers for a 2-core machine in rsi.yaml: few training steps on short sequences."""
-    import yaml
-
-    from rsi.store.files import write_atomic
-
-    path = root / "rsi.yaml"
-    data = yaml.safe_load(path.read_text()) or {}
-    train = data.setdefault("train", {})
-    train.update(DEMO_TRAIN)
-    write_atomic(path, yaml.safe_dump(data, sort_keys=False))
-
-
-__all__ = ["CycleHooks", "CycleOutcome", "CycleRequest", "PHASES", "cycle", "demo_request", "demo_settings",
-           "plan_split"]
+__all__ = ["CycleHooks", "CycleOutcome", "CycleRequest", "PHASES", "cycle", "holdout_goal", "plan_split"]
