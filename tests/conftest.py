@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rsi.loop.context import WorkspaceContext
+from rsi.sandbox.fake import FakeSandboxProvider
 
 
 @pytest.fixture(autouse=True)
@@ -30,3 +31,11 @@ def workspace(tmp_path: Path) -> Iterator[WorkspaceContext]:
     yield ctx
     if "store" in ctx.__dict__:
         ctx.store.close()
+
+
+@pytest.fixture
+def provider(tmp_path: Path) -> Iterator[FakeSandboxProvider]:
+    """The fake sandbox provider, checked afterwards for sandboxes left running (a test module may define its own)."""
+    p = FakeSandboxProvider(tmp_path / "fake")
+    yield p
+    assert not p.live, f"sandboxes left running: {list(p.live)}"

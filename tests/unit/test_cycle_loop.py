@@ -47,13 +47,6 @@ def ctx(tmp_path: Path) -> Iterator[WorkspaceContext]:
         c.store.close()
 
 
-@pytest.fixture
-def provider(tmp_path: Path) -> Iterator[FakeSandboxProvider]:
-    p = FakeSandboxProvider(tmp_path / "fake")
-    yield p
-    assert not p.live, f"sandboxes left running: {list(p.live)}"
-
-
 def _req(provider: FakeSandboxProvider, tmp_path: Path, **kw: object) -> CycleRequest:
     script = tmp_path / "train.py"
     script.write_text(ADAPTER_SCRIPT)

@@ -108,13 +108,6 @@ def ws(workspace: WorkspaceContext, tmp_path: Path) -> Iterator[WorkspaceContext
     yield workspace
 
 
-@pytest.fixture
-def provider(tmp_path: Path) -> Iterator[FakeSandboxProvider]:
-    p = FakeSandboxProvider(tmp_path / "fake")
-    yield p
-    assert not p.live, f"sandboxes left running: {list(p.live)}"
-
-
 def _req(**kw: object) -> DiscoverRequest:
     base: dict[str, object] = {"n": 10, "generators": ["fakegen"], "attempts": 2, "probe_agent": "half",
                                "concurrency": 2}

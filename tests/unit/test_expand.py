@@ -67,13 +67,6 @@ def ctx(tmp_path: Path, policy: tuple[Policy, str]) -> Iterator[WorkspaceContext
     c.store.close()
 
 
-@pytest.fixture
-def provider(tmp_path: Path) -> Iterator[FakeSandboxProvider]:
-    p = FakeSandboxProvider(tmp_path / "fake")
-    yield p
-    assert not p.live, f"sandboxes left running: {list(p.live)}"
-
-
 def _req(provider: FakeSandboxProvider, **kw: object) -> ExpandRequest:
     base: dict[str, object] = {"budget": 60, "attempts": 1, "concurrency": 2, "proposals": 0, "provider": provider,
                                "trial_env_hook": _fast}

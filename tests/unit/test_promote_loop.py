@@ -74,13 +74,6 @@ def ws(workspace: WorkspaceContext) -> Iterator[WorkspaceContext]:
     yield workspace
 
 
-@pytest.fixture
-def provider(tmp_path: Path) -> Iterator[FakeSandboxProvider]:
-    p = FakeSandboxProvider(tmp_path / "fake")
-    yield p
-    assert not p.live, f"sandboxes left running: {list(p.live)}"
-
-
 def _state(ws: WorkspaceContext, gen: str) -> str:
     file_state = load_manifest(ws.ws.generations_dir / f"{gen}.yaml").state.value
     assert file_state == ws.store.get_generation(gen).state.value  # manifest file and row agree
