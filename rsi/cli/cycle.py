@@ -150,7 +150,9 @@ def cycle(
     command: Annotated[str | None, typer.Option("--command", help="Update: the command backend's template.")] = None,
     steps: Annotated[int | None, typer.Option("--steps", help="Update: optimiser steps.")] = None,
     concurrency: Annotated[int, typer.Option("-n", "-c", "--concurrency", help="Trials at a time.")] = 2,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    seed: Annotated[int | None, typer.Option(
+        "--seed", help="Discover's base seed (default: the number of earlier cycles in this workspace, so each "
+                       "cycle draws new candidates).")] = None,
     html: Annotated[bool, typer.Option("--html/--no-html", help="Write the HTML diff report.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:

@@ -55,7 +55,7 @@ class CycleRequest:
     n: int = 6
     attempts: int | None = None  # probe attempts (default: the contract's)
     generators: list[str] = field(default_factory=list)
-    seed: int = 0
+    seed: int | None = None  # default: the number of earlier cycles here, so each draws new candidates
     # expand
     expand_attempts: int = 1
     proposals: int = 1
@@ -121,6 +121,7 @@ class _Cycle:
                  gen: str, split: dict[str, float]) -> None:
         self.ctx, self.req, self.hooks, self.job_id, self.gen, self.split = ctx, req, hooks, job_id, gen, split
         self.results: dict[str, Any] = {}
+        self.seed = int(ctx.store.get_job(job_id).params.get("seed") or 0)  # fixed when the cycle was opened
 
     # -- the record ----------------------------------------------------------------------------
     def phases(self) -> dict[str, dict[str, Any]]:
@@ -185,7 +186,7 @@ class _Cycle:
                 self.record("discover", reserve=reserve)
             dreq = DiscoverRequest(resume=resume, concurrency=r.concurrency, budget=budget - reserve) if resume \
                 else DiscoverRequest(n=r.n, generators=list(r.generators), generation=self.gen, attempts=r.attempts,
-                                     budget=budget - reserve, seed=r.seed, concurrency=r.concurrency,
+                                     budget=budget - reserve, seed=self.seed, concurrency=r.concurrency,
                                      probe_agent=r.probe_agent)
             out = self._run_discover(dreq)
             admitted = [c for c in out.candidates if c.state == "admitted"]
@@ -209,7 +210,7 @@ class _Cycle:
                                    f"(holdout-only discover, up to {left:g} trials)")
                 hreq = DiscoverRequest(resume=hjob, concurrency=r.concurrency, budget=left) if hjob else \
                     DiscoverRequest(n=deficit, holdout_only=True, generators=list(r.generators),
-                                    generation=self.gen, attempts=r.attempts, budget=left, seed=r.seed + 7919,
+                                    generation=self.gen, attempts=r.attempts, budget=left, seed=self.seed + 7919,
                                     concurrency=r.concurrency, probe_agent=r.probe_agent)
                 out = self._run_discover(hreq, key="results_holdout")
                 admitted = [c for c in out.candidates if c.state == "admitted"]
@@ -290,7 +291,7 @@ class _Cycle:
             self.replan_promote()
         ereq = ExpandRequest(budget=self.split["expand"], generation=None if resume else self.gen, resume=resume,
                              attempts=r.expand_attempts, concurrency=r.concurrency, proposals=r.proposals,
-                             round_size=r.round_size, reflector=r.reflector, seed=r.seed, provider=r.provider,
+                             round_size=r.round_size, reflector=r.reflector, seed=self.seed, provider=r.provider,
                              trial_env_hook=r.trial_env_hook)
         try:
             out = expand(self.ctx, ereq, Hooks())
@@ -403,13 +404,16 @@ def _open_job(ctx: WorkspaceContext, req: CycleRequest) -> tuple[str, str, dict[
     if req.n < 1:
         raise InputError("--n", None, "must be at least 1")
     split = plan_split(ctx, req.budget, req.discover_share, req.holdout_target)
+    # discover's seed: a second cycle with the first one's seed would draw the same candidates (all refused as
+    # taken), so by default each cycle takes the count of the cycles before it
+    seed = req.seed if req.seed is not None else len(store.jobs_of(kind="cycle"))
     job_id = new_job_id().replace("job-", "cyc-")
     store.acquire_driver()
     try:
         store.create_job(job_id, agent="harness", generation=gen, harness_config_digest=None, attempts=1,
                          concurrency=req.concurrency, task_paths=[], tasks_fingerprint="", trials=[],
                          kind="cycle", phase="cycle",
-                         params={"budget": req.budget, "split": split, "phases": {}, "generation": gen})
+                         params={"budget": req.budget, "split": split, "phases": {}, "generation": gen, "seed": seed})
         store.claim_job(job_id)
     finally:
         store.release_driver()

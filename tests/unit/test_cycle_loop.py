@@ -202,3 +202,16 @@ def test_promote_share_follows_the_holdout_discover_left(ctx: WorkspaceContext) 
     assert sum(run.split.values()) == 100
     assert ctx.store.get_job(job_id).params["split"] == run.split
     assert any("8 more than planned, taken from expand" in m for m in hooks.messages)
+
+
+def test_each_cycle_draws_new_candidates_by_default(ctx: WorkspaceContext) -> None:
+    """A second cycle with the first one's discover seed would regenerate the same candidates (all refused as
+    taken): by default a cycle's seed is the count of the cycles before it; --seed pins it; a resume keeps it."""
+    from rsi.loop.cycle import _Cycle, _open_job
+
+    first = _open_job(ctx, CycleRequest(budget=100))[0]
+    second = _open_job(ctx, CycleRequest(budget=100))[0]
+    pinned = _open_job(ctx, CycleRequest(budget=100, seed=7))[0]
+    assert [ctx.store.get_job(j).params["seed"] for j in (first, second, pinned)] == [0, 1, 7]
+    job = ctx.store.get_job(second)
+    assert _Cycle(ctx, CycleRequest(), Recorder(), second, str(job.generation), job.params["split"]).seed == 1
