@@ -137,12 +137,13 @@ class _Cycle:
         finally:
             store.release_driver()
 
-    def find_job(self, name: str) -> str | None:
-        """The phase job this cycle started: recorded, else the newest of its kind since the phase began."""
+    def find_job(self, name: str, started_key: str = "started_at", job_key: str = "job") -> str | None:
+        """The phase job this cycle started: recorded, else the newest of its kind since the phase (or, with
+        other keys, a second job of the phase, like discover's holdout top-up) began."""
         info = self.phases().get(name, {})
-        if info.get("job"):
-            return str(info["job"])
-        since = info.get("started_at")
+        if info.get(job_key):
+            return str(info[job_key])
+        since = info.get(started_key)
         if since is None:
             return None
         start = datetime.fromisoformat(since).replace(tzinfo=None)
@@ -151,7 +152,7 @@ class _Cycle:
                 and (name == "promote" or j.generation == self.gen)]
         if not jobs:
             return None
-        self.record(name, job=jobs[-1].id)
+        self.record(name, **{job_key: jobs[-1].id})
         return jobs[-1].id
 
     def stage_progress(self, name: str) -> Callable[[str], Progress]:
@@ -171,10 +172,10 @@ class _Cycle:
 
     # -- the phases ----------------------------------------------------------------------------
     def discover(self) -> str | None:
-        """Discover new tasks; then, when the holdout split is smaller than the paired test's minimum, top it
-        up with a holdout-only discover (promote cannot pass otherwise) asking for one more than the shortfall,
-        since the gate or the band may reject one. Both share the discover budget: the top-up's estimated cost
-        is set aside before the main discover runs."""
+        """Discover new tasks; then, when the holdout split is smaller than the paired test's minimum (or the
+        request's holdout_target), top it up with a holdout-only discover (promote cannot pass otherwise) up to
+        that minimum plus one spare, since the gate or the band may reject one (or up to the target). Both
+        share the discover budget: the top-up's estimated cost is set aside before the main discover runs."""
         resume = self.begin("discover")
         r = self.req
         info = self.phases().get("discover", {})
@@ -201,7 +202,7 @@ class _Cycle:
         if deficit:
             info = self.phases()["discover"]
             left = budget - self._spent(str(info["job"]))
-            hjob = self._find_since("holdout_started_at", "holdout_job")
+            hjob = self.find_job("discover", "holdout_started_at", "holdout_job")
             if left >= 1 or hjob:
                 if not info.get("holdout_started_at"):
                     self.record("discover", holdout_started_at=datetime.now(UTC).isoformat())
@@ -241,21 +242,6 @@ class _Cycle:
     def _spent(self, job_id: str) -> float:
         return float(sum(len(self.ctx.store.trials(j.id)) for j in self.ctx.store.child_jobs(job_id)))
 
-    def _find_since(self, started_key: str, job_key: str) -> str | None:
-        info = self.phases().get("discover", {})
-        if info.get(job_key):
-            return str(info[job_key])
-        since = info.get(started_key)
-        if since is None:
-            return None
-        start = datetime.fromisoformat(since).replace(tzinfo=None)
-        jobs = [j for j in self.ctx.store.jobs_of(kind="discover")
-                if j.created_at.replace(tzinfo=None) >= start and j.parent_job is None and j.generation == self.gen]
-        if not jobs:
-            return None
-        self.record("discover", **{job_key: jobs[-1].id})
-        return jobs[-1].id
-
     def _run_discover(self, dreq: DiscoverRequest, key: str = "discover") -> Any:
         outer = self
 
@@ -268,7 +254,7 @@ class _Cycle:
                 if key == "discover":
                     outer.find_job("discover")
                 else:
-                    outer._find_since("holdout_started_at", "holdout_job")
+                    outer.find_job("discover", "holdout_started_at", "holdout_job")
                 return outer.hooks.stage("discover", name)
 
         out = discover(self.ctx, dreq, Hooks(), provider=self.req.provider)
