@@ -22,12 +22,17 @@ def build_base(
         list[str] | None,
         typer.Option("--as", help="Also make this public tag (a Dockerfile's FROM) resolve offline; repeatable."),
     ] = None,
-    suite: Annotated[str | None, typer.Option("--suite", help="Debian suite for --as (default: by tag).")] = None,
+    suite: Annotated[
+        str | None,
+        typer.Option("--suite", help="Debian suite: for --as (default: by tag), or alone to build rsi-base:SUITE."),
+    ] = None,
 ) -> None:
     """Build the local base image (Debian minbase + python3) with debootstrap and `docker import`.
 
     `--as python:3.13-slim-bookworm` stands a local image in for a public one a task's FROM names
-    (trixie for python 3.13 / ubuntu 24.04, bookworm otherwise); trials record the substitution."""
+    (trixie for python 3.13 / ubuntu 24.04, bookworm otherwise); trials record the substitution.
+    `--suite trixie` builds rsi-base:trixie, from which rsi also assembles the Python 3.13 it adds to
+    verifiers whose image has none (a TB 2.x test.sh's `uvx -p 3.13` on a python:3.11 image)."""
     from rsi.sandbox.base_image import base_image_present, build_base_image, resolve_base_image, substitute_base
     from rsi.store.paths import Workspace
 
@@ -37,16 +42,39 @@ def build_base(
                 with console.status(f"making {tag} resolve offline (a Debian build takes about a minute)..."):
                     substitute_base(tag, suite=suite, force=force)
                 console.print(f"[green]ready[/] {tag}")
+        from rsi.sandbox.base_image import suite_for
+
+        _portable_python_if_trixie(suite or ("trixie" if any(suite_for(t) == "trixie" for t in as_tags) else None))
         return
     with errors():
-        ws = Workspace.locate(workspace_root(ctx))
-        image = name or resolve_base_image(ws.settings().sandbox.base_image if ws.exists() else None)
+        if name:
+            image = name
+        elif suite:
+            image = f"rsi-base:{suite}"
+        else:
+            ws = Workspace.locate(workspace_root(ctx))
+            image = resolve_base_image(ws.settings().sandbox.base_image if ws.exists() else None)
         if base_image_present(image) and not force:
             console.print(f"{image} already exists (use --force to rebuild)")
-            return
-        with console.status(f"building {image} (debootstrap, about a minute)..."):
-            build_base_image(image)
-    console.print(f"[green]built[/] {image}")
+        else:
+            with console.status(f"building {image} (debootstrap, about a minute)..."):
+                build_base_image(image, suite or "bookworm")
+            console.print(f"[green]built[/] {image}")
+    _portable_python_if_trixie(suite)
+
+
+def _portable_python_if_trixie(suite: str | None) -> None:
+    """After rsi-base:trixie exists, assemble the verifiers' Python 3.13 from it (once per image)."""
+    if suite != "trixie":
+        return
+    from rsi.sandbox.portable_python import portable_python
+
+    with errors(), console.status("assembling python 3.13 for verifiers..."):
+        got = portable_python()
+    if isinstance(got, str):
+        console.print(f"[yellow]no python 3.13 for verifiers:[/] {got}")
+    else:
+        console.print(f"[green]ready[/] python {got.version} for verifiers whose image has none ({got.root})")
 
 
 @app.command()

@@ -58,12 +58,15 @@ def show(
         f"error={row.error_type or '-'} integrity={row.integrity or '-'}"
     )
     if row.error_message:
-        console.print(f"[yellow]{row.error_message}[/]", markup=False)
+        console.print(row.error_message, style="yellow", markup=False, highlight=False)
     for base, what in (fidelity.get("base_substitution") or {}).items():
         console.print(f"base image {base} was a local substitute: {what}", markup=False, highlight=False)
     shim = fidelity.get("verifier_shim")
     if shim:
-        console.print(f"verifier tool shim: {shim}", markup=False, highlight=False)
+        console.print("verifier tool shim:", markup=False, highlight=False)
+        for key in ("uv", "installer", "python", "ca_bundle", "env_passed", "why"):
+            if shim.get(key) not in (None, "", []):
+                console.print(f"  {key}: {shim[key]}", markup=False, highlight=False)
     traj = Path(row.trial_dir) / "trajectory.json"
     if traj.is_file():
         from rsi.report.trajectory import render_trajectory

@@ -330,7 +330,8 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
         findings = tamper_findings(changed, policy, path_dirs=path_dirs, exempt=outcome.exempt_paths)
         vtimeout = plan.limits.verifier_timeout_sec
         tests_dir = Path(task.path) / "tests"
-        shim = verifier_shim(tests_dir, image_env)  # uv / uvx for a TB 2.x test.sh, offline; recorded
+        # uv / uvx (and a Python, if the image lacks the one asked for) for a TB 2.x test.sh, offline; recorded
+        shim = verifier_shim(tests_dir, image_env, lambda v: env.provider.verifier_python(image.tag, v))
         if policy.integrity == "shared":
             timings.snapshot = time.monotonic() - t
             t = time.monotonic()
@@ -350,7 +351,7 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             env.untrack(box)
             vspec = sandbox_spec(plan, vimage, "verifier")
             vspec.command = verifier_script(policy, present)
-            vspec.staged = stage_archive(tests_dir, reads, shim.files if shim else ())
+            vspec.staged = stage_archive(tests_dir, reads, shim)
             vspec.env = {**(shim.env if shim else {}), **vspec.env}
             timings.snapshot = time.monotonic() - t
             t = time.monotonic()

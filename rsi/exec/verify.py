@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rsi.exec.grading import GradingPolicy
 from rsi.sandbox.base import ExecResult, Sandbox, SandboxError
-from rsi.sandbox.tool_shim import Shim, build_shim
+from rsi.sandbox.tool_shim import PythonFor, Shim, build_shim
 
 VERIFIER_DIR = "/logs/verifier"
 STAGE = ".rsi-stage"
@@ -41,21 +41,25 @@ def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def verifier_shim(tests_dir: Path, image_env: dict[str, str]) -> Shim | None:
-    """The verify-time tool shim this task's test.sh (or a script it runs: TB1's run-tests.sh) needs."""
+def verifier_shim(tests_dir: Path, image_env: dict[str, str], python: PythonFor | None = None) -> Shim | None:
+    """The verify-time tool shim this task's test.sh (or a script it runs: TB1's run-tests.sh) needs;
+    `python` adds an interpreter when the image lacks the one test.sh asks uv for."""
     scripts = sorted(tests_dir.rglob("*.sh")) if tests_dir.is_dir() else []
     text = "\n".join(p.read_text(errors="replace") for p in scripts if p.is_file())
-    return build_shim(text, home=image_env.get("HOME") or "/root", image_path=image_env.get("PATH") or DEFAULT_PATH)
+    return build_shim(text, home=image_env.get("HOME") or "/root", image_path=image_env.get("PATH") or DEFAULT_PATH,
+                      python=python)
 
 
-def stage_archive(tests_dir: Path, reads: dict[int, bytes],
-                  extra: list[tuple[str, bytes, int]] | tuple[()] = ()) -> bytes:
+def stage_archive(tests_dir: Path, reads: dict[int, bytes], shim: Shim | None = None) -> bytes:
     """One tar for `/`: the task's tests under .rsi-stage/tests and each declared read `i` (a
     docker-cp style archive whose top entry is the path's basename) under .rsi-stage/reads/i/;
-    `extra` files (the tool shim: absolute path, data, mode) at their own paths."""
+    the tool shim's files (absolute path, data, mode) and host trees (a Python) at their own paths."""
     buf = io.BytesIO()
+    extra = shim.files if shim is not None else []
     with tarfile.open(fileobj=buf, mode="w") as out:
         out.add(str(tests_dir), arcname=f"{STAGE}/tests", filter=_root_owned)
+        for tree in shim.trees if shim is not None else []:
+            out.add(str(tree.src), arcname=posixpath.normpath(tree.dest).lstrip("/"), filter=_root_owned)
         for path, data, mode in extra:
             info = _root_owned(tarfile.TarInfo(posixpath.normpath(path).lstrip("/")))
             info.size, info.mode = len(data), mode
@@ -128,6 +132,8 @@ def run_shared(box: Sandbox, tests_dir: Path, policy: GradingPolicy, timeout: fl
     if shim is not None:
         for path, data, mode in shim.files:
             box.put_file(path, data, mode)
+        for tree in shim.trees:
+            box.put_dir(tree.src, tree.dest)
         env = {**shim.env, **(env or {})}
     res = box.exec(f"bash {R}/tests/test.sh", timeout=timeout, workdir=policy.workdir, env=env or None)
     box.freeze()

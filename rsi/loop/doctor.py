@@ -24,13 +24,46 @@ def base_tag_checks(task_paths: list[Path]) -> list[Check]:
     from rsi.sandbox.base_image import base_image_present, base_tags
     from rsi.store.files import find_task_dirs
 
-    dockerfiles = [d / "environment" / "Dockerfile" for d in find_task_dirs(task_paths)]
+    task_dirs = find_task_dirs(task_paths)
+    dockerfiles = [d / "environment" / "Dockerfile" for d in task_dirs]
     out = []
     for tag in sorted(base_tags([f for f in dockerfiles if f.is_file()])):
         present = base_image_present(tag)
         out.append(Check(f"base {tag}", present, "present" if present else "needed by the tasks' FROM lines",
                          None if present else f"rsi sandbox build-base --as {tag}"))
+    needing = [d.name for d in task_dirs if _verifier_needs_python_313(d)]
+    if needing:
+        out.append(_portable_python_check(needing))
     return out
+
+
+def _verifier_needs_python_313(task_dir: Path) -> bool:
+    """A test.sh that asks uv for python 3.13 (or any python) on an image that is not a 3.13 one."""
+    from rsi.sandbox.base_image import base_tags, suite_for
+    from rsi.sandbox.tool_shim import asked_python, wants_shim
+
+    tests = task_dir / "tests"
+    text = "\n".join(p.read_text(errors="replace") for p in sorted(tests.rglob("*.sh"))) if tests.is_dir() else ""
+    if not wants_shim(text) or asked_python(text) not in (None, "3.13"):
+        return False
+    dockerfile = task_dir / "environment" / "Dockerfile"
+    tags = base_tags([dockerfile]) if dockerfile.is_file() else set()
+    return not tags or any(suite_for(t) != "trixie" for t in tags)
+
+
+def _portable_python_check(tasks: list[str]) -> Check:
+    from rsi.sandbox.portable_python import BUILD_FIX, PortablePython, portable_python
+
+    named = ", ".join(tasks[:3]) + (f" and {len(tasks) - 3} more" if len(tasks) > 3 else "")
+    try:
+        got = portable_python(assemble=False)
+    except RsiError as e:
+        return Check("python 3.13 for verifiers", False, str(e)[:120], "start dockerd first")
+    if isinstance(got, PortablePython):
+        return Check("python 3.13 for verifiers", True, f"{got.version} ready for {named} ({got.root})")
+    ok = "not assembled yet" in got  # rsi-base:trixie is there: assembled at first use
+    return Check("python 3.13 for verifiers", ok, f"{got}; needed by {named} (test.sh asks uv for 3.13, "
+                 "the image may lack it)", None if ok else BUILD_FIX)
 
 
 def run_checks(root: Path | None, *, start_model: bool = True, task_paths: list[Path] | None = None) -> list[Check]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from rsi.core.errors import InfraError, RsiError
 from rsi.core.harness_config import EMBEDDED_ENDPOINT as _CORE_EMBEDDED
 from rsi.models.client import ChatClient
+from rsi.store.paths import cache_dir  # noqa: F401  (re-exported: the model cache lives under it)
 
 EMBEDDED_ENDPOINT = _CORE_EMBEDDED  # "embedded"
 DEFAULT_PORT = 8765
@@ -54,14 +55,6 @@ def embedded_base_url(port: int | None = None) -> str:
 def resolve_endpoint(endpoint: str) -> str:
     """`embedded` -> the local server's base URL; any other endpoint is returned unchanged."""
     return embedded_base_url() if endpoint == EMBEDDED_ENDPOINT else endpoint
-
-
-def cache_dir() -> Path:
-    """rsi's cache root: `RSI_CACHE_DIR`, else `$XDG_CACHE_HOME/rsi`, else `~/.cache/rsi`."""
-    if os.environ.get("RSI_CACHE_DIR"):
-        return Path(os.environ["RSI_CACHE_DIR"])
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "rsi"
 
 
 def find_default_gguf() -> Path:

@@ -152,6 +152,16 @@ class Sandbox(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class HostTree:
+    """A host directory a verifier's sandbox gets at `dest`, with `path_dir` appended to its PATH."""
+
+    src: Path
+    dest: str
+    path_dir: str
+    note: str  # what it is and why it was given, for the trial's record
+
+
 class SandboxProvider(Protocol):
     name: str
 
@@ -169,6 +179,11 @@ class SandboxProvider(Protocol):
 
     def image_labels(self, tag: str) -> dict[str, str]:
         """An image's labels ({} if it is absent): `rsi.substitute` marks a stand-in base image."""
+        ...
+
+    def verifier_python(self, tag: str, version: str | None) -> HostTree | str:
+        """A Python for a verifier on image `tag` that has none of its own (`version` as test.sh asks uv
+        for it, None: any python3): the tree to add, or a str saying why none is added."""
         ...
 
     def ensure_image(

@@ -19,6 +19,7 @@ from rsi.sandbox.base import (
     LABEL_KIND,
     BuildError,
     GcReport,
+    HostTree,
     ImageRef,
     SandboxError,
     SandboxSpec,
@@ -35,6 +36,8 @@ DEFAULT_OUTPUT_CAP = 8 << 20  # bytes kept per stream per exec
 # Shared by every provider instance in the process so two instances never build one digest twice.
 _build_locks: dict[str, threading.Lock] = {}
 _build_locks_guard = threading.Lock()
+# (image id, command) -> whether the image has it on its PATH; images never change under one id.
+_has_command: dict[tuple[str, str], bool] = {}
 
 
 def env_image_tag(env_digest: str) -> str:
@@ -99,6 +102,39 @@ class DockerSandboxProvider:
     def image_labels(self, tag: str) -> dict[str, str]:
         info = call(f"inspect image {tag}", self.api.inspect_image, tag, missing_ok=True) or {}
         return dict((info.get("Config") or {}).get("Labels") or {})
+
+    def verifier_python(self, tag: str, version: str | None) -> HostTree | str:
+        """rsi's portable CPython 3.13 (portable_python.py) when `tag` has no python`version` of its own."""
+        from rsi.sandbox.portable_python import DEST, VERSION, portable_python
+
+        if version not in (None, VERSION):
+            return f"from the image: rsi can add python {VERSION} only, test.sh asks for {version}"
+        command = f"python{version}" if version else "python3"
+        if self._image_has(tag, command):
+            return f"from the image (it has {command})"
+        got = portable_python(self.client)
+        if isinstance(got, str):
+            return f"none: the image has no {command} and rsi's python {VERSION} is unavailable: {got}"
+        return HostTree(got.root, DEST, got.bin_dir,
+                        f"rsi's portable CPython {got.version} (Debian trixie's, with its own glibc loader; "
+                        f"from {got.source}) in {DEST}, last on PATH: the image has no {command}")
+
+    def _image_has(self, tag: str, command: str) -> bool:
+        """Whether `command` is on the image's own PATH (a throwaway container, once per image id)."""
+        image = self.image_id(tag) or tag
+        key = (image, command)
+        if key not in _has_command:
+            made = call("create probe", self.api.create_container, image,
+                        command=["sh", "-c", f"command -v {command}"], labels={LABEL_KIND: "probe"},
+                        host_config=self.api.create_host_config(network_mode="none"))
+            assert made is not None
+            try:
+                call("start probe", self.api.start, made["Id"])
+                status = dict(call("wait probe", self.api.wait, made["Id"], timeout=120) or {})
+            finally:
+                call("remove probe", self.api.remove_container, made["Id"], force=True, missing_ok=True)
+            _has_command[key] = status.get("StatusCode") == 0
+        return _has_command[key]
 
     def ensure_image(
         self, env_dir: Path, env_digest: str, *, build_args: dict[str, str], timeout: float

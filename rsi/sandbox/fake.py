@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rsi.sandbox.base import LABEL_JOB, ExecResult, GcReport, ImageRef, SandboxError, SandboxSpec
+from rsi.sandbox.base import LABEL_JOB, ExecResult, GcReport, HostTree, ImageRef, SandboxError, SandboxSpec
 
 
 def _listing(root: Path) -> dict[str, tuple[int, int, int]]:
@@ -245,6 +245,9 @@ class FakeSandboxProvider:
 
     def image_labels(self, tag: str) -> dict[str, str]:
         return {}
+
+    def verifier_python(self, tag: str, version: str | None) -> HostTree | str:
+        return "from the host (the fake sandbox runs commands on the host)"
 
     def ensure_image(
         self, env_dir: Path, env_digest: str, *, build_args: dict[str, str], timeout: float

@@ -13,9 +13,10 @@ whose only way out is a PyPI (and Debian) mirror the installer cannot be fetched
   host's uv index settings are passed on. The test dependencies themselves still come from PyPI, so
   the verifier needs network (the task's `public` under a contract that allows it).
 
-Python itself comes from the image: `-p 3.13` finds `python3.13` on a python:3.13 image or on the
-trixie stand-in `rsi sandbox build-base --as` makes for it; rsi ships no interpreter. The trial records
-that a shim was used and what it held (`extra["verifier_shim"]`).
+Python comes from the image when it has the version test.sh asks uv for (`-p 3.13` finds `python3.13`
+on a python:3.13 image or on the trixie stand-in `rsi sandbox build-base --as` makes for it); on an
+image without it, the provider adds rsi's portable CPython 3.13 (portable_python.py) last on `PATH`.
+The trial records that a shim was used and what it held (`extra["verifier_shim"]`), the Python too.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from rsi.sandbox.base import HostTree
 
 SHIM_DIR = "/usr/local/lib/rsi-shim"
 SHIM_BIN = f"{SHIM_DIR}/bin"
@@ -38,6 +42,8 @@ PASSED_ENV = ("UV_DEFAULT_INDEX", "UV_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_UR
 
 _INSTALLER_URL = re.compile(r"astral\.sh/uv|github\.com/astral-sh/uv/releases/\S*install\w*\.sh")
 _USES_UV = re.compile(r"(^|[\s;&|(`])(uvx?)\s", re.MULTILINE)
+# The interpreter version a script asks uv for: `-p 3.13`, `--python=3.13`, `--python cpython3.13`, UV_PYTHON=3.13.
+_ASKS_PYTHON = re.compile(r"(?:\s(?:-p|--python)[ =]+[\"']?|UV_PYTHON=[\"']?)(?:cpython-?|python)?(3\.\d+)")
 
 # Stand-in for uv's installer: uv is already in place, so it only says so (and where).
 STAND_IN = """#!/bin/sh
@@ -103,6 +109,7 @@ class Shim:
     files: list[tuple[str, bytes, int]] = field(default_factory=list)  # (absolute path, data, mode)
     env: dict[str, str] = field(default_factory=dict)
     record: dict[str, object] = field(default_factory=dict)
+    trees: list[HostTree] = field(default_factory=list)  # host directories to copy in (a Python)
 
 
 def wants_shim(test_sh: str) -> bool:
@@ -138,8 +145,21 @@ def host_ca_bundle() -> Path | None:
     return None
 
 
-def build_shim(test_sh: str, *, home: str, image_path: str, host_env: dict[str, str] | None = None) -> Shim | None:
+def asked_python(test_sh: str) -> str | None:
+    """The Python version a script asks uv for (the first one named), or None."""
+    m = _ASKS_PYTHON.search(test_sh)
+    return m.group(1) if m else None
+
+
+PythonFor = Callable[[str | None], "HostTree | str"]
+
+
+def build_shim(test_sh: str, *, home: str, image_path: str, host_env: dict[str, str] | None = None,
+               python: PythonFor | None = None) -> Shim | None:
     """The shim for one verifier run, or None when `test.sh` needs none.
+
+    `python(version)` gives the interpreter to add when the image lacks the version test.sh asks for
+    (the provider's `verifier_python` for the task's image), or says why none is added.
 
     When it needs one and the host has no uv wheel, the record says so (and no file is added), so
     the trial shows why `uvx` was missing rather than failing unexplained.
@@ -163,6 +183,11 @@ def build_shim(test_sh: str, *, home: str, image_path: str, host_env: dict[str, 
     for name in ("curl", "wget"):
         files.append((f"{SHIM_BIN}/{name}", WRAPPER.format(name=name, dir=SHIM_DIR, bin=SHIM_BIN).encode(), 0o755))
     env = {"PATH": f"{SHIM_BIN}:{image_path}" if image_path else SHIM_BIN}
+    trees: list[HostTree] = []
+    got = python(asked_python(test_sh)) if python is not None else "from the image (rsi added none)"
+    if isinstance(got, HostTree):
+        trees.append(got)
+        env["PATH"] += f":{got.path_dir}"  # last: an interpreter of the image's own always wins
     ca = host_ca_bundle()
     if ca is not None:
         files.append((SHIM_CA, ca.read_bytes(), 0o644))
@@ -175,7 +200,7 @@ def build_shim(test_sh: str, *, home: str, image_path: str, host_env: dict[str, 
         "installer": "fetches of uv's installer (curl/wget) answered by rsi's stand-in script; other calls "
                      "go to the real tool",
         "ca_bundle": str(ca) if ca is not None else None,
-        "python": "from the image (rsi provides no interpreter)",
+        "python": got if isinstance(got, str) else got.note,
         "env_passed": sorted(k for k in env if k in PASSED_ENV),
     }
-    return Shim(files=files, env=env, record=record)
+    return Shim(files=files, env=env, record=record, trees=trees)

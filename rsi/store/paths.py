@@ -32,6 +32,14 @@ def find_root(explicit: Path | None = None) -> Path:
     return here
 
 
+def cache_dir() -> Path:
+    """rsi's cache root: `RSI_CACHE_DIR`, else `$XDG_CACHE_HOME/rsi`, else `~/.cache/rsi`."""
+    if os.environ.get("RSI_CACHE_DIR"):
+        return Path(os.environ["RSI_CACHE_DIR"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "rsi"
+
+
 @dataclass(frozen=True)
 class Workspace:
     root: Path

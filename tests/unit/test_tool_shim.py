@@ -43,6 +43,59 @@ def test_the_shim_holds_uv_where_the_installer_puts_it_and_says_so() -> None:
     assert "stand-in" in str(shim.record["installer"]) and str(shim.record["python"]).startswith("from the image")
 
 
+@pytest.mark.parametrize(("script", "version"), [
+    (TB2, "3.13"),
+    ("uv run --python=3.12 pytest\n", "3.12"),
+    ("uvx --python cpython3.11 pytest\n", "3.11"),
+    ("UV_PYTHON=3.10 uv run pytest\n", "3.10"),
+    ("uv venv -p python3.13 /v && /v/bin/python -m pytest\n", "3.13"),
+    ("uvx pytest /tests\n", None),
+    ("curl -p 3 x\n", None),
+])
+def test_the_python_version_a_script_asks_uv_for(script: str, version: str | None) -> None:
+    assert tool_shim.asked_python(script) == version
+
+
+def test_a_python_the_image_lacks_goes_last_on_path_and_into_the_record(tmp_path: Path) -> None:
+    from rsi.sandbox.base import HostTree
+
+    asked: list[str | None] = []
+    tree = HostTree(tmp_path, "/usr/local/lib/rsi-python3.13", "/usr/local/lib/rsi-python3.13/bin", "rsi's python")
+
+    def python(version: str | None) -> HostTree | str:
+        asked.append(version)
+        return tree
+
+    shim = build_shim(TB2, home="/root", image_path="/usr/bin:/bin", python=python)
+    assert shim is not None and asked == ["3.13"] and shim.trees == [tree]
+    # the image's own interpreters come first: rsi's only answers when the image has none
+    assert shim.env["PATH"] == f"{SHIM_BIN}:/usr/bin:/bin:/usr/local/lib/rsi-python3.13/bin"
+    assert shim.record["python"] == "rsi's python"
+    said = build_shim("uvx pytest\n", home="/root", image_path="/usr/bin", python=lambda v: f"from the image ({v})")
+    assert said is not None and not said.trees and said.record["python"] == "from the image (None)"
+    assert said.env["PATH"] == f"{SHIM_BIN}:/usr/bin"
+
+
+def test_the_staged_verifier_archive_carries_the_python_tree(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    from rsi.exec.verify import stage_archive
+    from rsi.sandbox.base import HostTree
+
+    (tmp_path / "py" / "bin").mkdir(parents=True)
+    (tmp_path / "py" / "bin" / "python3.13").write_text("#!/bin/sh\n")
+    (tmp_path / "py" / "bin" / "python3.13").chmod(0o755)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test.sh").write_text("uvx -p 3.13 pytest\n")
+    shim = build_shim(TB2, home="/root", image_path="/usr/bin", python=lambda v: HostTree(
+        tmp_path / "py", "/usr/local/lib/rsi-python3.13", "/usr/local/lib/rsi-python3.13/bin", "rsi's python"))
+    with tarfile.open(fileobj=io.BytesIO(stage_archive(tmp_path / "tests", {}, shim))) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    exe = members["usr/local/lib/rsi-python3.13/bin/python3.13"]
+    assert exe.mode & 0o111 and exe.uid == 0 and f"{SHIM_BIN.lstrip('/')}/uvx" in members
+
+
 def test_without_a_uv_wheel_the_record_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tool_shim, "host_uv", lambda: None)
     shim = build_shim(TB2, home="/root", image_path="/usr/bin")
