@@ -173,7 +173,7 @@ def main() -> int:
     ap.add_argument("-n", "--concurrency", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--baseline", default=f"ref:{BASELINE_REF}",
-                    help="ref:COMMIT (that commit's server) or off (this server, cache off, batch 1)")
+                    help="ref:COMMIT (that commit's server) or off (this server: cache, batching and speculation off)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary workspaces")
     args = ap.parse_args()
 
@@ -185,7 +185,7 @@ def main() -> int:
         if args.baseline.startswith("ref:"):
             before_path, before_args = _baseline_tree(args.baseline[4:], work), []
         elif args.baseline == "off":
-            before_path, before_args = str(ROOT), ["--prefix-cache-mb", "0", "--max-batch", "1"]
+            before_path, before_args = str(ROOT), ["--prefix-cache-mb", "0", "--max-batch", "1", "--speculate", "0"]
         else:
             raise SystemExit("--baseline: ref:COMMIT or off")
         common = dict(attempts=args.attempts, concurrency=args.concurrency, seed=args.seed)

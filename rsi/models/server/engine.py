@@ -41,6 +41,7 @@ from rsi.models.server.decode import Batch, GenRequest, GenResult, Row  # noqa: 
 from rsi.models.server.kernels import apply_kernels  # noqa: E402
 from rsi.models.server.kv_cache import PrefixCache, cache_layers  # noqa: E402
 from rsi.models.server.model_files import config_of, default_dtype, resolve_model  # noqa: E402
+from rsi.models.server.speculate import speculative_step  # noqa: E402
 from rsi.models.server.tools import parse_tool_calls, render_tool_calls, tools_system_text  # noqa: E402
 from rsi.models.sizing import ServerSizing, size_server  # noqa: E402
 
@@ -145,6 +146,7 @@ class Engine:
         self._cv = threading.Condition()
         self._pending: collections.deque[Job] = collections.deque()
         self._batch = Batch()
+        self.decode_stats = {"forwards": 0, "tokens": 0}  # decode forward passes and the tokens they gave
         self._closed = False
         self._worker = threading.Thread(target=self._run, name="rsi-engine", daemon=True)
         self._worker.start()
@@ -342,11 +344,24 @@ class Engine:
         if not batch.rows:
             return
         with torch.inference_mode():
-            logits = batch.step(self.model, self._adapter_names(batch.rows))
-        done = [r for i, r in enumerate(batch.rows) if r.advance(r.choose(logits[i]))]
+            self.decode_stats["forwards"] += 1
+            if self._speculates(batch):
+                taken, finished = speculative_step(batch, self.model, self._adapter_names(batch.rows),
+                                                   self.sizing.speculate)
+                self.decode_stats["tokens"] += taken
+                done = batch.rows if finished else []
+            else:
+                logits = batch.step(self.model, self._adapter_names(batch.rows))
+                self.decode_stats["tokens"] += len(batch.rows)
+                done = [r for i, r in enumerate(batch.rows) if r.advance(r.choose(logits[i]))]
         for r in done:
             self._finish(r, batch.row_kv(r) if self.prefix_cache.enabled else None)
         batch.remove(done)
+
+    def _speculates(self, batch: Batch) -> bool:
+        """A greedy request decoded alone is speculated (prompt lookup), when the sizing allows it."""
+        return (self.sizing.speculate > 0 and len(batch.rows) == 1 and batch.rows[0].request.greedy
+                and batch.rows[0].pad == 0)
 
     def _next_job(self) -> Job | None:
         """The next queued job that may join the running batch now, else None."""
