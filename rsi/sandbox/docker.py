@@ -25,6 +25,7 @@ from rsi.sandbox.base import (
     SandboxSpec,
 )
 from rsi.sandbox.docker_build import build_image
+from rsi.sandbox.docker_events import event_watch
 from rsi.sandbox.docker_io import (
     call,
 )
@@ -170,6 +171,7 @@ class DockerSandboxProvider:
 
     def start(self, spec: SandboxSpec) -> DockerSandbox:
         api = self.api
+        watch = event_watch()  # running before the container exists, so its kill / die events are seen
         host_config = api.create_host_config(
             nano_cpus=int(spec.cpus * 1e9),
             mem_limit=f"{int(spec.memory_mb)}m",
@@ -198,7 +200,7 @@ class DockerSandboxProvider:
         except SandboxError:
             call("remove container", api.remove_container, container_id, force=True, missing_ok=True)
             raise
-        return DockerSandbox(api, container_id, spec.workdir, self._output_cap)
+        return DockerSandbox(api, container_id, spec.workdir, self._output_cap, watch)
 
     def gc(self, live_jobs: set[str], *, scope: set[str] | None = None) -> GcReport:
         """Remove rsi containers (any state) and snapshot images whose job is not live.

@@ -23,6 +23,7 @@ from rsi.sandbox.base import (
     SandboxBroken,
     SandboxError,
 )
+from rsi.sandbox.docker_events import EventWatch
 from rsi.sandbox.docker_io import (
     EXEC_WRAPPER,
     RETRY_ATTEMPTS,
@@ -47,13 +48,17 @@ INIT_MOUNTPOINTS = ("/sbin/docker-init", "/usr/sbin/docker-init")
 class DockerSandbox:
     """One running container. Not thread-safe per instance; use one sandbox per trial thread."""
 
-    def __init__(self, api: docker.APIClient, container_id: str, workdir: str, output_cap: int) -> None:
+    def __init__(self, api: docker.APIClient, container_id: str, workdir: str, output_cap: int,
+                 watch: EventWatch | None = None) -> None:
         self._api = api
         self.id = container_id
         self.workdir = workdir
         self._output_cap = output_cap
         self._stopped = False
         self._frozen = False
+        self._watch = watch  # who ended the container, when it is found ended (docker_events.py)
+        self._started_at = time.time()
+        self._killed_at: float | None = None  # when rsi itself last sent the container a kill
 
     def __repr__(self) -> str:
         return f"DockerSandbox({self.id[:12]})"
@@ -227,6 +232,7 @@ class DockerSandbox:
 
     def _kill_and_wait(self) -> dict[str, Any]:
         try:
+            self._killed_at = time.time()
             self._api.kill(self.id)
         except docker.errors.APIError as e:
             if e.status_code != 409:  # 409: not running (exited on its own) - already frozen
@@ -289,6 +295,13 @@ class DockerSandbox:
                 ) from cause
             return
         self._frozen = True
+        outside = (self._watch.ended_from_outside(self.id, self._started_at, self._killed_at)
+                   if self._watch is not None else None)
+        if outside is not None:
+            raise SandboxBroken(
+                ErrorType.SANDBOX_ERROR,
+                f"the sandbox was stopped from outside during the agent's commands: {outside}",
+            ) from cause
         if state.get("OOMKilled"):
             raise SandboxBroken(
                 ErrorType.AGENT_OUT_OF_MEMORY, "the sandbox ran out of memory and its init was killed"

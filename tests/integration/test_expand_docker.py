@@ -4,9 +4,10 @@ Three tasks whose ground truth is known (benchmarks/policy_server.py): `easy` (a
 it), `cold` (only sampling.temperature=0.2) and `never` (no config). The endpoint answers 503 for
 a while, and a container is killed mid-trial: both are infra (retried), never a model or config
 verdict, and the verdicts come out as the ground truth says. The same for the Docker daemon going
-away mid-job (simulated per provider, see DaemonOutage: a real restart would hit every other user
-of the daemon). Then a `kill -9`-style stop mid-search and `--resume`: every trial recorded once,
-the budget's spent figure equal to the trials recorded, no container left.
+away mid-job, twice: simulated per provider (DaemonOutage: calls refused for a while, containers
+stopped) and a real `dockerd` restart (SIGTERM, then the same command line again). Then a
+`kill -9`-style stop mid-search and `--resume`: every trial recorded once, the budget's spent
+figure equal to the trials recorded, no container left.
 """
 
 from __future__ import annotations
@@ -173,14 +174,7 @@ class DaemonOutage(DockerSandboxProvider):
         self.ended_at = time.monotonic() + self.seconds
 
 
-UNNOTICED = pytest.mark.xfail(strict=True, reason=(
-    "known gap: a container the daemon stopped (SIGTERM, exit 143) while rsi made no daemon call is "
-    "indistinguishable, from inspect, from an agent's `kill 1`, so it is graded agent_broke_sandbox; "
-    "telling them apart needs the daemon's events stream watched for the whole trial"))
-
-
-@pytest.mark.parametrize("during_model_call", [False, pytest.param(True, marks=UNNOTICED)],
-                         ids=["calls-refused", "restart-unnoticed"])
+@pytest.mark.parametrize("during_model_call", [False, True], ids=["calls-refused", "restart-unnoticed"])
 def test_docker_daemon_outage_mid_job_is_infra_and_retried(
     ctx: WorkspaceContext, policy: tuple[Policy, str], tmp_path: Path, during_model_call: bool
 ) -> None:
@@ -213,4 +207,64 @@ def test_docker_daemon_outage_mid_job_is_infra_and_retried(
     # the containers the daemon stopped, whose removal failed while it was away, are gone by the job's end
     jobs = {j.id for j in ctx.store.child_jobs(out.job_id)}
     left = [c["Id"][:12] for c in rsi_containers(outage._side) if c["Labels"].get("rsi.job") in jobs]
+    assert not left, left
+
+
+def _restart_dockerd() -> float:
+    """Stop the real `dockerd` with SIGTERM (without live-restore its containers go down with it) and
+    start it again with the same command line, as an operator's restart does; the seconds it was away."""
+    import os
+    import signal
+    import subprocess
+
+    import docker
+
+    pids = subprocess.run(["pgrep", "-xo", "dockerd"], capture_output=True, text=True).stdout.split()
+    assert pids, "no dockerd process on this machine to restart"
+    pid = int(pids[0])
+    argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+    began = time.monotonic()
+    os.kill(pid, signal.SIGTERM)
+    while Path(f"/proc/{pid}").exists() and time.monotonic() - began < 60:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{pid}").exists(), "dockerd did not stop within 60 s"
+    with open("/var/log/rsi-dockerd.log", "ab") as log:
+        subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
+    while time.monotonic() - began < 90:
+        try:
+            docker.from_env().ping()
+            return time.monotonic() - began
+        except Exception:  # noqa: BLE001 - not up yet
+            time.sleep(0.2)
+    raise AssertionError("dockerd did not come back within 90 s")
+
+
+def test_a_real_docker_daemon_restart_mid_job_is_infra_and_retried(
+    ctx: WorkspaceContext, policy: tuple[Policy, str]
+) -> None:
+    """The real daemon is restarted while a trial waits on the model: its container is gone when the
+    trial's next command runs. rsi's event watch saw the daemon go away, so that end is infra (retried),
+    not the agent's; nothing is blamed on the model or a config, and no container is left."""
+    import docker
+
+    away: list[float] = []
+
+    def hook(n: int, body: dict[str, Any]) -> None:
+        if n == 3 and not away:  # mid-trial: containers up, the trial waiting on this model call
+            away.append(_restart_dockerd())
+
+    policy[0].on_call = hook
+    out = expand(ctx, ExpandRequest(budget=30, attempts=1, concurrency=2, proposals=0, trial_env_hook=_fast))
+    assert away, "the daemon was never restarted"
+    assert not out.interrupted, out.reason
+    trials = [t for j in ctx.store.child_jobs(out.job_id) for t in ctx.store.trials(j.id)]
+    hit = [t for t in trials if t.infra_attempts or is_infra(t.error_type) or t.infra_retries]
+    assert hit, "no trial saw the restart"
+    bad = [(t.id, t.error_type, t.error_message) for t in trials if t.error_type and not is_infra(t.error_type)]
+    assert not bad, bad
+    kinds = {a.task_name: (a.kind, a.variant) for a in ctx.store.attributions("gen-0000")}
+    assert kinds == {"cold": ("config", "sampling.temperature=0.2"), "never": ("model", None)}, kinds
+    assert out.coverage["solved"] == 2 and out.budget["spent"]["all"] == out.trials
+    jobs = {j.id for j in ctx.store.child_jobs(out.job_id)}
+    left = [c["Id"][:12] for c in rsi_containers(docker.from_env().api) if c["Labels"].get("rsi.job") in jobs]
     assert not left, left
