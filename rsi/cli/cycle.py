@@ -151,8 +151,8 @@ def cycle(
     steps: Annotated[int | None, typer.Option("--steps", help="Update: optimiser steps.")] = None,
     concurrency: Annotated[int, typer.Option("-n", "-c", "--concurrency", help="Trials at a time.")] = 2,
     seed: Annotated[int | None, typer.Option(
-        "--seed", help="Discover's base seed (default: the number of earlier cycles in this workspace, so each "
-                       "cycle draws new candidates).")] = None,
+        "--seed", help="Discover's base seed (default: above every earlier discover or cycle seed in this "
+                       "workspace, so each cycle draws new candidates).")] = None,
     html: Annotated[bool, typer.Option("--html/--no-html", help="Write the HTML diff report.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:

@@ -71,7 +71,9 @@ def discover(
     difficulty: Annotated[int | None, typer.Option(
         "--difficulty", help="Difficulty level for procedural generators (default: each family's curriculum level).")
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Base seed: the same seed gives the same candidates.")] = 0,
+    seed: Annotated[int | None, typer.Option(
+        "--seed", help="Base seed: the same seed gives the same candidates (default: above every earlier "
+        "discover or cycle seed here, so a second run draws new ones).")] = None,
     budget: Annotated[float | None, typer.Option(
         "--budget", help="At most this many trials, gate and probe together; stops cleanly when spent.")] = None,
     concurrency: Annotated[int, typer.Option("-n", "--concurrency", help="Trials at a time.")] = 2,

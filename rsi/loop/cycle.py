@@ -28,7 +28,7 @@ from rsi.core.errors import ConfigError, InputError
 from rsi.core.promotion import min_tasks
 from rsi.exec.trial import TrialEnv
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.discover import DiscoverRequest, discover
+from rsi.loop.discover import DiscoverRequest, discover, next_seed
 from rsi.loop.expand import ExpandRequest, expand
 from rsi.loop.expand_candidates import Reflector
 from rsi.loop.generators import GENERATORS, load_generators
@@ -55,7 +55,7 @@ class CycleRequest:
     n: int = 6
     attempts: int | None = None  # probe attempts (default: the contract's)
     generators: list[str] = field(default_factory=list)
-    seed: int | None = None  # default: the number of earlier cycles here, so each draws new candidates
+    seed: int | None = None  # default: above every earlier discover / cycle seed here, so each draws new candidates
     # expand
     expand_attempts: int = 1
     proposals: int = 1
@@ -391,8 +391,8 @@ def _open_job(ctx: WorkspaceContext, req: CycleRequest) -> tuple[str, str, dict[
         raise InputError("--n", None, "must be at least 1")
     split = plan_split(ctx, req.budget, req.discover_share, req.holdout_target)
     # discover's seed: a second cycle with the first one's seed would draw the same candidates (all refused as
-    # taken), so by default each cycle takes the count of the cycles before it
-    seed = req.seed if req.seed is not None else len(store.jobs_of(kind="cycle"))
+    # taken), so by default each cycle takes a seed above every earlier discover or cycle seed
+    seed = req.seed if req.seed is not None else next_seed(store)
     job_id = new_job_id().replace("job-", "cyc-")
     store.acquire_driver()
     try:

@@ -63,7 +63,7 @@ class DiscoverRequest:
     resume: str | None = None
     holdout_only: bool = False
     difficulty: int | None = None  # default: the family's curriculum level
-    seed: int = 0
+    seed: int | None = None  # default: above every earlier discover / cycle seed here (next_seed)
     concurrency: int = 2
     # Who attempts valid candidates: the generation's harness (a scripted agent in unit tests).
     probe_agent: str = "harness"
@@ -94,6 +94,13 @@ def _settings(req: DiscoverRequest) -> dict[str, Any]:
              "probe_agent": req.probe_agent}
     defaults = DiscoverRequest()
     return {k: v for k, v in asked.items() if v not in (None, [], False) and v != getattr(defaults, k, None)}
+
+
+def next_seed(store: Any) -> int:
+    """A base seed above every earlier discover or cycle job's in this workspace: the same seed draws the
+    same candidates, which a second run would find already taken (refused `name_taken`) and waste."""
+    seeds = [int(j.params.get("seed") or 0) for kind in ("discover", "cycle") for j in store.jobs_of(kind=kind)]
+    return max(seeds) + 1 if seeds else 0
 
 
 def _resolve(ctx: WorkspaceContext, req: DiscoverRequest) -> tuple[DiscoverRequest, str, dict[str, Any]]:
@@ -130,8 +137,9 @@ def _resolve(ctx: WorkspaceContext, req: DiscoverRequest) -> tuple[DiscoverReque
         raise InputError("--attempts", None, "must be at least 1")
     if req.difficulty is not None and not 1 <= req.difficulty <= contract.discovery.max_difficulty:
         raise InputError("--difficulty", None, f"must lie in 1..{contract.discovery.max_difficulty}")
+    seed = req.seed if req.seed is not None else next_seed(ctx.store)
     filled = DiscoverRequest(**{**req.__dict__, "generators": gens, "band": band, "attempts": attempts,
-                                "generation": ctx.generation(req.generation).id})
+                                "generation": ctx.generation(req.generation).id, "seed": seed})
     params = {k: getattr(filled, k) for k in SETTINGS}
     params["band"] = list(band)
     return filled, new_job_id().replace("job-", "disc-"), params
@@ -264,7 +272,8 @@ def _requests(req: DiscoverRequest, gens: list[str], levels: dict[str, int], max
         if req.families and g.families[0] != "*" and fam not in g.families:
             continue
         level = req.difficulty or levels.get(fam or "", 1)
-        out.append(GenRequest(seed=req.seed * 100_003 + i, difficulty=min(level, g.max_level, max_level), family=fam))
+        out.append(GenRequest(seed=(req.seed or 0) * 100_003 + i, difficulty=min(level, g.max_level, max_level),
+                              family=fam))
     return out
 
 

@@ -170,6 +170,21 @@ def test_budget_stop_then_resume_pays_no_trial_twice(ws: WorkspaceContext, provi
     assert [c.state for c in done.candidates].count("admitted") == 2
 
 
+def test_a_second_discover_draws_new_candidates_unless_its_seed_is_pinned(
+    ws: WorkspaceContext, provider: FakeSandboxProvider
+) -> None:
+    """With no --seed, a repeated `rsi discover` used to regenerate the first run's candidates, every one
+    refused as `name_taken`: the default seed now lies above every earlier discover / cycle seed."""
+    first = discover(ws, _req(n=2), provider=provider)
+    assert [c.state for c in first.candidates] == ["admitted"] * 2  # fakegen's seeds 0 and 1 are valid
+    second = discover(ws, _req(n=2), provider=provider)
+    assert [ws.store.get_job(o.job_id).params["seed"] for o in (first, second)] == [0, 1]
+    assert not {c.name for c in first.candidates} & {c.name for c in second.candidates}
+    assert not {c.reason for c in second.candidates} & {"name_taken", "duplicate_digest"}
+    pinned = discover(ws, _req(n=2, seed=0), provider=provider)  # the same seed, the same candidates: refused
+    assert {c.reason for c in pinned.candidates} <= {"name_taken", "duplicate_digest"} and pinned.candidates
+
+
 def test_holdout_only_keeps_holdout_candidates(ws: WorkspaceContext, provider: FakeSandboxProvider) -> None:
     out = discover(ws, _req(n=4, holdout_only=True), provider=provider)
     split = [c for c in out.candidates if c.split is not None]
