@@ -93,7 +93,7 @@ def serve(
     ] = None,
     speculate: Annotated[
         int | None,
-        typer.Option(help="Prompt-lookup guesses checked per forward pass for a greedy request decoded alone, "
+        typer.Option(help="Prompt-lookup guesses checked per forward pass for a request decoded alone, "
                      "0 = off (default 8). Env RSI_MODEL_SPECULATE."),
     ] = None,
 ) -> None:

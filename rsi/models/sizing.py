@@ -7,8 +7,8 @@ Every figure has an override, as a `rsi model serve` option or the environment v
 - prefill threads: all cores, 1..8 (prefill is compute-bound and short). `RSI_MODEL_PREFILL_THREADS`
 - max batch: half the cores, 1..4 greedy requests decoded together in one forward pass.
   `RSI_MODEL_MAX_BATCH`
-- speculate: up to 8 prompt-lookup guesses checked per forward pass for a greedy request decoded
-  alone (speculate.py); 0 turns it off. `RSI_MODEL_SPECULATE`
+- speculate: up to 8 prompt-lookup guesses checked per forward pass for a request decoded alone
+  (speculate.py; greedy answers and sampled distributions unchanged); 0 turns it off. `RSI_MODEL_SPECULATE`
 - prefix cache: 10 % of the memory, 64 MiB..1 GiB; 0 turns it off. `RSI_MODEL_PREFIX_CACHE_MB`
 - queue: requests waiting beyond the running batch; more are answered 503 (clients retry).
   `RSI_MODEL_MAX_QUEUE`

@@ -65,8 +65,9 @@ def test_cached_and_uncached_greedy_answers_are_identical(engine: Engine) -> Non
 
 
 def test_speculation_keeps_greedy_answers_and_saves_forward_passes(engine: Engine) -> None:
-    """Prompt lookup on (the fixture's default sizing) against off: the same tokens, the same logprobs
-    up to rounding, fewer forward passes than tokens on agent turns that repeat their prompt."""
+    """Prompt lookup on (the fixture's default sizing) against off: the same greedy tokens, the same
+    logprobs up to rounding, fewer forward passes than tokens on agent turns that repeat their prompt;
+    a sampled request is speculated and reproduced by its seed."""
     from rsi.models.server.engine import Engine
     from rsi.models.sizing import size_server
 
@@ -86,6 +87,13 @@ def test_speculation_keeps_greedy_answers_and_saves_forward_passes(engine: Engin
         tokens = engine.decode_stats["tokens"] - before["tokens"]
         assert tokens > 1.2 * forwards, (tokens, forwards)
         assert plain.decode_stats["tokens"] == plain.decode_stats["forwards"]
+        # a sampled request is speculated too, and its seed still reproduces its answer
+        msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASKS[0]}]
+        before = dict(engine.decode_stats)
+        one, two = (engine.generate(_req(engine, msgs, max_tokens=60, temperature=0.7, top_p=0.95, seed=11))
+                    for _ in range(2))
+        assert one.completion_ids == two.completion_ids
+        assert engine.decode_stats["tokens"] - before["tokens"] > engine.decode_stats["forwards"] - before["forwards"]
     finally:
         plain.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rsi.models.server.decode import Row
 from rsi.models.server.speculate import PromptLookup
 
 
@@ -25,3 +26,45 @@ def test_a_lone_token_match_makes_no_guess_and_the_suffix_never_matches_itself()
 def test_guesses_stop_at_the_end_of_what_is_known() -> None:
     look = PromptLookup([4, 5, 6, 4, 5])
     assert look.draft(8) == [6, 4, 5]
+
+
+def _row(temperature: float, top_p: float = 1.0, seed: int = 7) -> Row:
+    import threading
+
+    import torch
+
+    from rsi.models.server.decode import GenRequest
+
+    req = GenRequest(model="m", messages=[], temperature=temperature, top_p=top_p, seed=seed)
+    return Row(req, torch.tensor([1]), tok=None, eos_ids=[], cancel=threading.Event())  # type: ignore[arg-type]
+
+
+def test_a_sampled_guess_is_kept_or_redrawn_so_tokens_keep_their_distribution() -> None:
+    """Speculative sampling with a one-point draft: over many draws, the token frequencies match the
+    request's own distribution (temperature, top-p), whichever token was guessed."""
+    import torch
+
+    logits = torch.tensor([2.0, 1.5, 1.0, 0.2, -1.0, -3.0])
+    for guess in (0, 2, 5):
+        row = _row(0.7, top_p=0.9, seed=guess)
+        p = row.dist(logits)
+        assert float(p[5]) == 0.0 and abs(float(p.sum()) - 1.0) < 1e-6  # top-p cut the tail
+        n = 30_000
+        counts = torch.bincount(torch.tensor([row.choose(logits, guess) for _ in range(n)]), minlength=6)
+        assert float((counts / n - p).abs().max()) < 0.012, (guess, counts / n, p)
+
+
+def test_a_greedy_row_takes_the_argmax_whatever_the_guess() -> None:
+    import torch
+
+    row = _row(0.0)
+    assert row.choose(torch.tensor([0.1, 3.0, 0.2]), guess=2) == 1
+    assert row.choose(torch.tensor([0.1, 3.0, 0.2]), guess=1) == 1
+
+
+def test_the_same_seed_draws_the_same_tokens() -> None:
+    import torch
+
+    logits = torch.tensor([1.0, 0.9, 0.8, 0.7])
+    a, b = _row(1.0, seed=3), _row(1.0, seed=3)
+    assert [a.choose(logits, 1) for _ in range(50)] == [b.choose(logits, 1) for _ in range(50)]

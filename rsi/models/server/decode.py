@@ -117,9 +117,13 @@ class Row:
     def last(self) -> int:
         return self.ids[-1]
 
-    def choose(self, logits: torch.Tensor) -> int:
-        """The next token from one row of logits (greedy, or temperature + top-p with the row's seed)."""
-        token = self._choose(logits)
+    def choose(self, logits: torch.Tensor, guess: int | None = None) -> int:
+        """The next token from one row of logits (greedy, or temperature + top-p with the row's seed).
+
+        With a `guess` (speculative decoding), a sampled row keeps it with probability p(guess) and
+        otherwise draws from p with the guess taken out: the token is distributed exactly as p, as
+        speculative sampling with a draft that puts all its mass on the guess. Greedy: the argmax."""
+        token = self._choose(logits) if guess is None or self.request.greedy else self._keep_or_redraw(logits, guess)
         if self.request.logprobs:
             self.logprobs.append(float(torch.log_softmax(logits.float(), dim=-1)[token]))
         return token
@@ -136,6 +140,27 @@ class Row:
             pick = torch.multinomial(sorted_p / sorted_p.sum(), 1, generator=self.generator)
             return int(order[pick])
         return int(torch.multinomial(probs, 1, generator=self.generator))
+
+    def dist(self, logits: torch.Tensor) -> torch.Tensor:
+        """The sampling distribution over the whole vocabulary: temperature, then top-p, renormalized."""
+        req = self.request
+        probs = torch.softmax(logits.float() / req.temperature, dim=-1)
+        if req.top_p < 1.0:
+            sorted_p, order = torch.sort(probs, descending=True)
+            keep = torch.cumsum(sorted_p, dim=-1) - sorted_p < req.top_p
+            kept = torch.zeros_like(probs)
+            kept[order[keep]] = probs[order[keep]]
+            probs = kept / kept.sum()
+        return probs
+
+    def _keep_or_redraw(self, logits: torch.Tensor, guess: int) -> int:
+        p = self.dist(logits)
+        if float(torch.rand((), generator=self.generator)) < float(p[guess]):
+            return guess
+        rest = p.clone()
+        rest[guess] = 0.0
+        total = float(rest.sum())
+        return guess if total <= 0.0 else int(torch.multinomial(rest / total, 1, generator=self.generator))
 
     def advance(self, token: int) -> bool:
         """Take one generated token; True when the row is finished."""

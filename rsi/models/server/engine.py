@@ -11,6 +11,9 @@ model and runs a continuous-batching loop:
   batches); padding changes the rounding, so with `max_batch > 1` a greedy answer may differ by a
   token from the same request run alone. Sampled requests run alone, so a seed reproduces its
   output. `max_batch = 1` runs every request alone;
+- a request decoded alone is speculated (speculate.py): the tokens that followed the latest earlier
+  occurrence of its last tokens are checked in one forward pass; greedy answers stay the same and
+  a sampled request's tokens keep their distribution (and its seed reproduces them);
 - a row ends at an end-of-sequence token, a stop string, a complete tool call (requests with tools),
   `max_tokens`, or cancellation: a cancelled request (its client went away) leaves the batch at the
   next step, or between prefill chunks, and frees the engine at once;
@@ -359,9 +362,8 @@ class Engine:
         batch.remove(done)
 
     def _speculates(self, batch: Batch) -> bool:
-        """A greedy request decoded alone is speculated (prompt lookup), when the sizing allows it."""
-        return (self.sizing.speculate > 0 and len(batch.rows) == 1 and batch.rows[0].request.greedy
-                and batch.rows[0].pad == 0)
+        """A request decoded alone is speculated (prompt lookup), when the sizing allows it."""
+        return self.sizing.speculate > 0 and len(batch.rows) == 1 and batch.rows[0].pad == 0
 
     def _next_job(self) -> Job | None:
         """The next queued job that may join the running batch now, else None."""

@@ -1,4 +1,4 @@
-"""Prompt-lookup speculative decoding for a greedy request decoded alone.
+"""Prompt-lookup speculative decoding for a request decoded alone.
 
 An agent's reply mostly repeats what its prompt holds: the fence and language tag of the few-shot
 answers, the file names of the task, the command it ran a turn ago. So the tokens that follow the
@@ -8,8 +8,10 @@ what comes next (prompt lookup decoding, as transformers' `prompt_lookup_num_tok
 and gives logits at every position; greedy decoding keeps each guess while it equals the argmax at
 its position, then takes the argmax after the last kept one. The answer is the greedy answer, up to
 the rounding of a several-token forward (as in a chunked prefill); decoding is bound by reading the
-weights, so checking k + 1 tokens costs little more than one. Sampled requests are not speculated
-(their seed reproduces their output).
+weights, so checking k + 1 tokens costs little more than one. A sampled request keeps a guess with
+the probability its distribution gives it and otherwise draws from the rest (speculative sampling
+with a one-point draft, Leviathan et al. 2023): its tokens are distributed exactly as without
+speculation, and its seed still reproduces its output (for the same speculation setting).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ class PromptLookup:
 
 
 def speculative_step(batch: Batch, model: Any, adapter_names: list[str] | None, k: int) -> tuple[int, bool]:
-    """Advance the batch's single unpadded greedy row by one or more tokens: (tokens taken, finished)."""
+    """Advance the batch's single unpadded row by one or more tokens: (tokens taken, finished)."""
     (row,) = batch.rows
     lookup = row.lookup
     if lookup is None:
@@ -69,7 +71,7 @@ def speculative_step(batch: Batch, model: Any, adapter_names: list[str] | None, 
     logits = out.logits[0]
     taken, finished = 0, False
     for j in range(len(guess) + 1):
-        tok = row.choose(logits[j])
+        tok = row.choose(logits[j], guess[j] if j < len(guess) else None)
         finished = row.advance(tok)
         lookup.push(tok)
         taken += 1
