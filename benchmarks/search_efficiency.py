@@ -6,13 +6,17 @@ task requires (temperature, turn limit, prompt variant, few-shot off), different
 tasks, 4 are solved by any config, 18 need one of six search_space values (5/4/3/3/2/1 tasks per
 value, so `sampling.temperature=0.2` is the true best single config) and 2 by none.
 
+By default the search space also holds 14 decoy values that fix nothing (other temperatures, turn
+limits and prompt variants), as a real harness config's space mostly does: 20 single-edit candidates,
+6 of them useful. `--no-decoys` searches the 6 useful values alone (every candidate fixes something).
+
 A template workspace runs the baseline and the attribution controls once; every (strategy, seed,
 budget) run copies it and runs `rsi expand` end to end, so the baseline is reused at no cost and
 the whole budget goes to the search. Prints, per budget: mean tasks covered (and newly covered
 beyond the baseline) for each strategy, the ratio, and how often the adopted config is the true
 best single config.
 
-    python benchmarks/search_efficiency.py [--sandbox docker|fake] [--budgets 25,50,100,200] [--seeds 3]
+    python benchmarks/search_efficiency.py [--sandbox docker|fake] [--budgets 25,50,100,200] [--seeds 3] [--no-decoys]
 
 `--sandbox fake` uses rsi.sandbox.fake (real bash in a temp dir, no Docker) for a quick run.
 """
@@ -63,6 +67,25 @@ network_mode = "none"
 """
 COUNTS = [5, 4, 3, 3, 2, 1]
 TRUE_BEST = "sampling.temperature=0.2"
+# Values that fix no task (the policy server solves a `need-*` task only with its one required value).
+DECOYS: dict[str, list[object]] = {
+    "sampling.temperature": [0.0, 0.1, 0.3, 0.4, 0.5, 0.9],
+    "loop.max_turns": [2, 4, 6, 7, 10],
+    "prompt.system": [f"Variant {v}. Reply with one bash block. You have {{{{ max_turns }}}} turns." for v in "CDE"],
+}
+
+
+def config_text(url: str, decoys: bool) -> str:
+    """The policy config, its search space widened with DECOYS when asked."""
+    import yaml
+
+    text = CONFIG.format(endpoint=url)
+    if not decoys:
+        return text
+    raw = yaml.safe_load(text)
+    for key, values in DECOYS.items():
+        raw["search_space"][key] = [*raw["search_space"][key], *values]
+    return str(yaml.safe_dump(raw, sort_keys=False))
 
 
 def rules() -> dict[str, object]:
@@ -100,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     with serve(policy) as url:
         template = tmp / "template"
         (template / "harness_configs").mkdir(parents=True)
-        (template / "harness_configs" / "default.yaml").write_text(CONFIG.format(endpoint=url))
+        (template / "harness_configs" / "default.yaml").write_text(config_text(url, args.decoys))
         init_workspace(template, starter_tasks=False)
         for name in policy.rules:
             write_task(template / "tasks", name)
@@ -134,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
             rows.append((budget, a, r, a - base, r - base,
                          sum(ok for _, ok in res["adaptive"]), sum(ok for _, ok in res["random"])))
             print(f"budget {budget}: adaptive {a:.1f} random {r:.1f}", flush=True)
-    print(f"\nP5 search efficiency ({args.sandbox}, {args.seeds} seed(s), {n} tasks, baseline {base})")
+    space = "20 candidates, 6 useful + 14 decoys" if args.decoys else "6 candidates, all useful"
+    print(f"\nP5 search efficiency ({args.sandbox}, {args.seeds} seed(s), {n} tasks, baseline {base}; {space})")
     print(f"{'budget':>6} {'adaptive':>9} {'random':>7} {'ratio':>6} {'new-a':>6} {'new-r':>6} {'new ratio':>9}"
           f" {'adopted=best a/r':>17}")
     for budget, a, r, na, nr, oka, okr in rows:
@@ -151,6 +175,8 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--round-size", type=int, default=8)
+    ap.add_argument("--decoys", action=argparse.BooleanOptionalAction, default=True,
+                    help="widen the search space with 14 values that fix nothing (default: on)")
     return run(ap.parse_args())
 
 
