@@ -6,9 +6,9 @@ task requires (temperature, turn limit, prompt variant, few-shot off), different
 tasks, 4 are solved by any config, 18 need one of six search_space values (5/4/3/3/2/1 tasks per
 value, so `sampling.temperature=0.2` is the true best single config) and 2 by none.
 
-By default the search space also holds 14 decoy values that fix nothing (other temperatures, turn
-limits and prompt variants), as a real harness config's space mostly does: 20 single-edit candidates,
-6 of them useful. `--no-decoys` searches the 6 useful values alone (every candidate fixes something).
+`--decoys` widens the search space with 14 values that fix nothing (other temperatures, turn limits
+and prompt variants), as a real harness config's space mostly does: 20 single-edit candidates, 6 of
+them useful. By default the 6 useful values are searched alone (every candidate fixes something).
 
 A template workspace runs the baseline and the attribution controls once; every (strategy, seed,
 budget) run copies it and runs `rsi expand` end to end, so the baseline is reused at no cost and
@@ -16,7 +16,7 @@ the whole budget goes to the search. Prints, per budget: mean tasks covered (and
 beyond the baseline) for each strategy, the ratio, and how often the adopted config is the true
 best single config.
 
-    python benchmarks/search_efficiency.py [--sandbox docker|fake] [--budgets 25,50,100,200] [--seeds 3] [--no-decoys]
+    python benchmarks/search_efficiency.py [--sandbox docker|fake] [--budgets 25,50,100,200] [--seeds 3] [--decoys]
 
 `--sandbox fake` uses rsi.sandbox.fake (real bash in a temp dir, no Docker) for a quick run.
 """
@@ -175,8 +175,8 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--round-size", type=int, default=8)
-    ap.add_argument("--decoys", action=argparse.BooleanOptionalAction, default=True,
-                    help="widen the search space with 14 values that fix nothing (default: on)")
+    ap.add_argument("--decoys", action=argparse.BooleanOptionalAction, default=False,
+                    help="widen the search space with 14 values that fix nothing")
     return run(ap.parse_args())
 
 
