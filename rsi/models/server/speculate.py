@@ -2,7 +2,7 @@
 
 An agent's reply mostly repeats what its prompt holds: the fence and language tag of the few-shot
 answers, the file names of the task, the command it ran a turn ago. So the tokens that follow the
-latest occurrence of the reply's last n tokens (n = 3, 2, 1) in prompt + reply are a good guess of
+latest occurrence of the reply's last n tokens (n = 3, then 2) in prompt + reply are a good guess of
 what comes next (prompt lookup decoding, as transformers' `prompt_lookup_num_tokens` and vLLM's
 `ngram` speculator do). One forward pass feeds the row's last token plus up to `k` guessed tokens
 and gives logits at every position; greedy decoding keeps each guess while it equals the argmax at
@@ -27,7 +27,7 @@ NGRAM_MIN = 2  # a lone matching token guesses badly: a failed guess costs a mul
 
 
 class PromptLookup:
-    """Where each 1..NGRAM_MAX-gram of a row's prompt + reply last occurred, updated as tokens come."""
+    """Where each NGRAM_MIN..NGRAM_MAX-gram of a row's prompt + reply last occurred, updated as tokens come."""
 
     def __init__(self, prompt_ids: list[int]) -> None:
         self.seq: list[int] = []
