@@ -4,25 +4,30 @@ Pure and deterministic for a given seed and evidence, so a resumed search plans 
 The state is what was run: per (candidate, task) the attempts and passes (infra excluded).
 
 Strategies:
-- `adaptive`: spend on unsolved tasks and promising candidates. Round after round, every task no
-  config has solved yet gets one cheap 1-attempt check of the candidate with the best score that
-  has not tried it (a Beta-mean + UCB bandit over candidates, fed by what each solved elsewhere).
-  When every unsolved task has seen every candidate, the candidates that solved something are
-  swept over the rest of the train split, most solved first (successive halving: the top half
-  first), with one more attempt where a sweep fails a task the baseline solved, so a regression
-  is confirmed before it counts.
+- `adaptive`: spend on unsolved tasks and on candidates that fix things. A candidate's score is its
+  posterior mean fix rate on the tasks the baseline failed, from a Beta(PRIOR) prior that expects a
+  candidate to fix about one unsolved task in eleven (in real search spaces most values fix
+  nothing). Each cell goes to the best-scoring candidate that has an unsolved task it has not tried
+  (one cheap attempt, on the task tried least, spread over the round's tasks): an untried candidate
+  scores above one that missed, so every candidate gets a first look, and one that fixed something
+  scores far above both and keeps the cells until its rate falls to the prior's. When the budget
+  left (`left`, in trials) would no longer pay for it, or when every unsolved task has seen every
+  candidate, the leading candidates are swept over the rest of the train split, most tasks solved
+  first (successive halving: the top half first), with one more attempt where a sweep fails a task
+  the baseline solved, so a regression is confirmed before it counts, and a best single config can
+  be named.
 - `random`: a uniformly random candidate on a uniformly random train task, one attempt each.
 - `grid`: every candidate on every train task, in order.
 """
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass, field
 
 STRATEGIES = ("adaptive", "random", "grid")
 Cell = tuple[str, str, int]  # (candidate, task, attempts)
+PRIOR = (0.2, 2.0)  # Beta(a, b) over a candidate's fix rate on unsolved tasks: mean 1/11
 
 
 @dataclass
@@ -57,15 +62,29 @@ class SearchState:
         left = [t for t in self.tasks if t not in done]
         return sorted(left, key=lambda t: (sum(self.tried(c, t) for c in self.candidates), self.tasks.index(t)))
 
+    def record(self, cand: str) -> tuple[int, int]:
+        """(tasks fixed, tasks tried) by `cand` among the tasks the baseline failed."""
+        hard = [t for t in self.tasks if t not in self.base_solved and t not in self.excluded]
+        return (sum(1 for t in hard if self.passes(cand, t) > 0), sum(1 for t in hard if self.tried(cand, t) > 0))
 
-def _score(state: SearchState, cand: str, total: int) -> float:
-    tries = sum(a for (c, _), (a, _) in state.runs.items() if c == cand)
-    wins = sum(p for (c, _), (_, p) in state.runs.items() if c == cand)
-    return (wins + 1) / (tries + 2) + math.sqrt(2 * math.log(total + 2) / (tries + 1))
+    def sweep_cells(self, cand: str) -> list[Cell]:
+        """What sweeping `cand` over the split still needs: every task it has not run, and one more
+        attempt where its only attempt failed a task the baseline solved (a regression to confirm)."""
+        out: list[Cell] = []
+        for t in self.tasks:
+            if t in self.excluded:
+                continue
+            a, p = self.tried(cand, t), self.passes(cand, t)
+            if a == 0 or (t in self.base_solved and p == 0 and a == 1):
+                out.append((cand, t, 1))
+        return out
 
 
-def next_cells(strategy: str, state: SearchState, n: int, seed: int, round_no: int) -> list[Cell]:
-    """Up to `n` cells to run next; empty when the strategy has nothing left worth running."""
+def next_cells(strategy: str, state: SearchState, n: int, seed: int, round_no: int,
+               left: int | None = None) -> list[Cell]:
+    """Up to `n` cells to run next; empty when the strategy has nothing left worth running.
+
+    `left`: trials the budget still pays for, this round's included (None: not known)."""
     if n <= 0 or not state.candidates:
         return []
     if strategy == "random":
@@ -78,44 +97,71 @@ def next_cells(strategy: str, state: SearchState, n: int, seed: int, round_no: i
         return out[:n]
     if strategy != "adaptive":
         raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
-    return _adaptive(state, n, seed)
+    return _adaptive(state, n, seed, round_no, left)
 
 
-def _adaptive(state: SearchState, n: int, seed: int) -> list[Cell]:
+def _order(state: SearchState, seed: int) -> dict[str, int]:
     rng = random.Random(seed)
-    order = {c: i for i, c in enumerate(rng.sample(state.candidates, len(state.candidates)))}
-    total = sum(a for a, _ in state.runs.values())
-    scores = {c: _score(state, c, total) for c in state.candidates}
+    return {c: i for i, c in enumerate(rng.sample(state.candidates, len(state.candidates)))}
+
+
+def _leaders(state: SearchState, order: dict[str, int]) -> list[str]:
+    """Candidates that fixed something, most tasks fixed first."""
+    return sorted((c for c in state.candidates if state.solved_by(c)),
+                  key=lambda c: (-len(state.solved_by(c)), -state.record(c)[0], order[c]))
+
+
+def _adaptive(state: SearchState, n: int, seed: int, round_no: int, left: int | None) -> list[Cell]:
+    order = _order(state, seed)
+    leaders = _leaders(state, order)
+    if leaders and left is not None:
+        due = state.sweep_cells(leaders[0])
+        if due and left - n <= len(due) <= left:  # the last round that can still pay for the whole sweep
+            return due[:n]
+    out = _explore(state, n, seed, round_no, order)
+    return out or _sweep(state, n, leaders)
+
+
+def _explore(state: SearchState, n: int, seed: int, round_no: int, order: dict[str, int]) -> list[Cell]:
+    rng = random.Random(f"{seed}:{round_no}")
+    targets = state.targets()
+    if not targets:
+        return []
+    a0, b0 = PRIOR
+    record = {c: list(state.record(c)) for c in state.candidates}
+    load = {t: sum(state.tried(c, t) for c in state.candidates) for t in targets}
+    planned: set[tuple[str, str]] = set()
+    busy = dict.fromkeys(targets, 0)
     out: list[Cell] = []
-    picked = dict.fromkeys(state.candidates, 0)  # spread one round over candidates that score alike
-    for t in state.targets():
-        untried = [c for c in state.candidates if state.tried(c, t) == 0]
-        if untried:
-            best = max(untried, key=lambda c: (scores[c] - 0.05 * picked[c], -order[c]))
-            picked[best] += 1
-            out.append((best, t, 1))
-            if len(out) >= n:
-                return out
-    if out:
-        return out
-    # Sweep: promising candidates over the rest of the split (regressions on baseline-solved tasks
-    # get one confirming attempt); most tasks solved first, top half before the rest.
-    promising = sorted((c for c in state.candidates if state.solved_by(c)),
-                       key=lambda c: (-len(state.solved_by(c)), order[c]))
-    half = promising[: max(1, (len(promising) + 1) // 2)]
-    for group in (half, promising[len(half):]):
-        for c in group:
-            for t in state.tasks:
-                if t in state.excluded:
-                    continue
-                a, p = state.tried(c, t), state.passes(c, t)
-                if a == 0 or (t in state.base_solved and p == 0 and a == 1):
-                    out.append((c, t, 1))
-                    if len(out) >= n:
-                        return out
-        if out:
-            return out
+    while len(out) < n:
+        best: tuple[tuple[float, int, int], str, list[str]] | None = None
+        for c in state.candidates:
+            opts = [t for t in targets if state.tried(c, t) == 0 and (c, t) not in planned]
+            if not opts:
+                continue
+            fixed, tried = record[c]
+            key = ((a0 + fixed) / (a0 + b0 + tried), -tried, -order[c])
+            if best is None or key > best[0]:
+                best = (key, c, opts)
+        if best is None:
+            break
+        _, cand, opts = best
+        fewest = min((busy[t], load[t]) for t in opts)
+        task = rng.choice([t for t in opts if (busy[t], load[t]) == fewest])
+        planned.add((cand, task))
+        busy[task] += 1
+        record[cand][1] += 1  # counted as a miss until it runs, so a round spreads when scores are close
+        out.append((cand, task, 1))
     return out
 
 
-__all__ = ["STRATEGIES", "Cell", "SearchState", "next_cells"]
+def _sweep(state: SearchState, n: int, leaders: list[str]) -> list[Cell]:
+    half = leaders[: max(1, (len(leaders) + 1) // 2)]
+    for group in (half, leaders[len(half):]):
+        out = [cell for c in group for cell in state.sweep_cells(c)]
+        if out:
+            return out[:n]
+    return []
+
+
+__all__ = ["PRIOR", "STRATEGIES", "Cell", "SearchState", "next_cells"]

@@ -84,6 +84,7 @@ class _Run:
     runner: ChildJobs
     hooks: ExpandHooks
     limit: float
+    per_trial: float  # the preflight's cost of one harness trial in the budget's unit
     plans: dict[str, ArmPlan] = field(default_factory=dict)
 
 
@@ -180,7 +181,7 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
         runner = ChildJobs(ctx, job_id, phase="expand", budget=limit, unit=req.unit, concurrency=req.concurrency,
                            progress_for=hooks.stage, resume_hint=f"resume with `rsi expand --resume {job_id}`",
                            provider=req.provider, trial_env_hook=req.trial_env_hook)
-        run = _Run(ctx, job_id, req, gen.id, base, pool, runner, hooks, limit)
+        run = _Run(ctx, job_id, req, gen.id, base, pool, runner, hooks, limit, pre.per_trial)
         stop = _with_model(run)
         store.set_budget_figures(job_id, req.unit, limit, runner.spent_by_part())
         out = build_outcome(ctx, job_id, gen, base, pool, runner, pre, stop, time.monotonic() - t0)
@@ -298,7 +299,9 @@ def _search(run: _Run, dirs: list[Any]) -> str | None:
             if n <= 0:
                 return (f"budget spent ({run.limit:g} {req.unit}); "
                         f"continue with `rsi expand --resume {run.job_id} --budget N`")
-            cells = next_cells(req.strategy, state, n, req.seed, r)
+            per = 1.0 if req.unit == "trials" else max(run.per_trial, 1e-9)
+            trials_left = None if left is None else int(left / per)
+            cells = next_cells(req.strategy, state, n, req.seed, r, trials_left)
             if not cells:
                 return None
             merged: dict[tuple[str, str], int] = {}
