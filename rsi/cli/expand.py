@@ -129,10 +129,18 @@ def attribution(
         if as_json:
             print_json(data)
             return
-        t = Table(title="attribution")
-        for col in ("task", "gen", "kind", "conf", "variant", "reason", "evidence"):
-            t.add_column(col)
+        gens = sorted({d["generation"] for d in data})
+        t = Table(title=f"attribution ({', '.join(gens) or 'none yet'})")
+        t.add_column("task", no_wrap=True)
+        if len(gens) > 1:
+            t.add_column("gen", no_wrap=True)
+        t.add_column("kind", no_wrap=True)
+        t.add_column("conf", justify="right", no_wrap=True)
+        t.add_column("variant", overflow="fold", max_width=16)
+        t.add_column("reason", ratio=1)
+        t.add_column("trials", justify="right", no_wrap=True)
         for d in data:
-            t.add_row(d["task"], d["generation"], d["kind"], f"{d['confidence']:.2f}", d["variant"] or "-",
-                      d["reason"], f"{len(d['evidence'])} trial(s)")
+            cells = [d["task"], *([d["generation"]] if len(gens) > 1 else []), d["kind"], f"{d['confidence']:.2f}",
+                     d["variant"] or "-", d["reason"], str(len(d["evidence"]))]
+            t.add_row(*cells)
         console.print(t)

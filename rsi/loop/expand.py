@@ -114,6 +114,10 @@ def _check(req: ExpandRequest) -> None:
         raise InputError("--attempts", None, "must be at least 1")
     if req.round_size < 1:
         raise InputError("--round-size", None, "must be at least 1")
+    if req.concurrency < 1:
+        raise InputError("--concurrency", None, "must be at least 1")
+    if req.proposals < 0:
+        raise InputError("--proposals", None, "must be 0 or more")
 
 
 def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None = None) -> ExpandOutcome:

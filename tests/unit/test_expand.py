@@ -102,6 +102,18 @@ def test_preflight_refuses_a_budget_below_the_baseline(ctx: WorkspaceContext, pr
     assert not [j for j in ctx.store.list_jobs() if j.kind == "expand"]
 
 
+@pytest.mark.parametrize(("kw", "flag"), [
+    ({"budget": 0}, "--budget"), ({"unit": "hours"}, "--unit"), ({"strategy": "bandit"}, "--strategy"),
+    ({"attempts": 0}, "--attempts"), ({"concurrency": 0}, "--concurrency"), ({"proposals": -1}, "--proposals"),
+])
+def test_bad_settings_are_refused_before_any_trial(ctx: WorkspaceContext, provider: FakeSandboxProvider,
+                                                    kw: dict[str, Any], flag: str) -> None:
+    with pytest.raises(InputError) as err:
+        expand(ctx, _req(provider, **kw))
+    assert err.value.args and flag in str(err.value)
+    assert not ctx.store.list_jobs() and provider.builds == 0  # nothing planned, nothing built or run
+
+
 def test_baseline_reuses_finished_trials(ctx: WorkspaceContext, provider: FakeSandboxProvider) -> None:
     first = expand(ctx, _req(provider, budget=5))  # the baseline only (5 tasks x 1)
     assert first.interrupted and first.trials == 5
