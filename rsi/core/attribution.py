@@ -9,13 +9,17 @@ back, or None when the evidence decides nothing yet. The rules, in order:
 - `task`: nop passes, or the oracle fails (every run) or flips (passes and fails across re-runs);
 - `config`: some variant within the contract passed with the same model (the best one is named);
 - `model`: the oracle passed every re-run and every variant tried failed; the confidence grows
-  with how many variants were tried (`config_probes` of them reach full weight).
+  with how many variants were tried (`config_probes` of them reach full weight), and is lower while
+  fewer oracle re-runs than the contract asks (`oracle_runs`) are in.
+
+`plan_controls` orders the oracle and nop runs behind these rules by what they tell, so that a tight
+budget buys the decisive ones first.
 A model (reflection) may propose variants; it never decides a verdict.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 KINDS = ("model", "task", "config", "infra")
@@ -53,6 +57,7 @@ def attribute(
     variants: Sequence[Evidence],
     *,
     config_probes: int = 4,
+    oracle_runs: int = 1,
 ) -> Verdict | None:
     """The verdict for one task under one generation (see the module docstring)."""
     base = _counted(baseline)
@@ -91,10 +96,39 @@ def attribute(
             return Verdict("infra", 1.0, "every oracle re-run ended on an infra error; re-run", ids)
         return None  # not yet decidable: the oracle has not run
     tried = len(wins)
-    conf = round(0.3 + 0.65 * min(1.0, tried / max(config_probes, 1)), 3)
-    return Verdict("model", conf,
-                   f"the reference solution passes {len(orc)} of {len(orc)} run(s); baseline 0 of {len(base)}, "
-                   f"{tried} variant(s) tried, none passed", ids)
+    conf = 0.3 + 0.65 * min(1.0, tried / max(config_probes, 1))
+    short = len(orc) < oracle_runs
+    if short:  # a flip across re-runs (a flaky task) cannot be ruled out yet
+        conf *= 0.85
+    return Verdict("model", round(conf, 3),
+                   f"the reference solution passes {len(orc)} of {len(orc)} run(s)"
+                   + (f" (the contract asks {oracle_runs})" if short else "")
+                   + f"; baseline 0 of {len(base)}, {tried} variant(s) tried, none passed", ids)
 
 
-__all__ = ["KINDS", "Evidence", "Verdict", "attribute"]
+def plan_controls(
+    failed: Sequence[str], oracle_done: Mapping[str, int], nop_done: Mapping[str, int], oracle_runs: int,
+    cap: int | None = None,
+) -> list[tuple[str, str, int]]:
+    """The attribution controls still to run, as (task, agent, runs), most telling first: one oracle
+    run per failed task (a reference solution that fails makes it a `task` verdict and keeps the
+    search off it), then one nop per task, then the rest of the contract's oracle re-runs (which
+    catch a flipping task). `cap` bounds the runs (None: all of them); `*_done` count finished,
+    non-infra runs already recorded per task."""
+    tiers = [[(t, "oracle", 1 - oracle_done.get(t, 0)) for t in failed],
+             [(t, "nop", 1 - nop_done.get(t, 0)) for t in failed],
+             [(t, "oracle", oracle_runs - max(oracle_done.get(t, 0), 1)) for t in failed]]
+    out: dict[tuple[str, str], int] = {}
+    left = cap
+    for tier in tiers:
+        for task, agent, n in tier:
+            n = n if left is None else min(n, left)
+            if n <= 0:
+                continue
+            out[(task, agent)] = out.get((task, agent), 0) + n
+            if left is not None:
+                left -= n
+    return [(task, agent, n) for (task, agent), n in out.items()]
+
+
+__all__ = ["KINDS", "Evidence", "Verdict", "attribute", "plan_controls"]

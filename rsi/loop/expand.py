@@ -7,7 +7,10 @@ again by its stage key, so a killed expand resumes without re-paying a finished 
    refuse, naming the minimum, when the budget cannot cover the baseline;
 2. **baseline**: the generation's own config, K attempts per train task, less what finished
    trials (same task digest, generation and config digest) already hold;
-3. **attribution controls**: oracle re-runs and a nop on each failed task (reused when recorded);
+3. **attribution controls**: oracle re-runs and a nop on each failed task (reused when recorded,
+   from any generation: they call no model). With a search to pay for, they get at most half of
+   what the baseline left, the most telling runs first (rsi.core.attribution.plan_controls); the
+   rest run once the search is done;
 4. **candidates**: the config's `search_space` variants and reflective proposals (contract-checked),
    asked of `expand.proposer` in rsi.yaml when set, else of the generation's own model;
 5. **search** rounds (`adaptive` | `random` | `grid`, rsi.core.search) until the budget is spent
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rsi.core.arm import Arm
+from rsi.core.attribution import plan_controls
 from rsi.core.budget import UNITS
 from rsi.core.errors import ConfigError, InputError
 from rsi.core.search import STRATEGIES, next_cells
@@ -85,6 +89,7 @@ class _Run:
     hooks: ExpandHooks
     limit: float
     per_trial: float  # the preflight's cost of one harness trial in the budget's unit
+    per_control: float = 1.0  # ... and of one oracle/nop run
     plans: dict[str, ArmPlan] = field(default_factory=dict)
 
 
@@ -166,7 +171,8 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
     spent = 0.0
     if req.resume:  # what the job's children recorded so far counts against the limit
         spent = sum(row_cost(req.unit, t) for j in store.child_jobs(job_id) for t in store.trials(j.id))
-    pre = preflight(ctx, gen.id, pool, req.attempts, req.unit, limit, spent)
+    pre = preflight(ctx, gen.id, pool, req.attempts, req.unit, limit, spent,
+                    searching=bool(base.config.search_space) or req.proposals > 0)
     hooks.message(pre.describe())
     if not req.resume and limit < pre.baseline_cost:
         raise InputError("--budget", None, f"{limit:g} {req.unit} cannot cover the baseline "
@@ -185,7 +191,7 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
         runner = ChildJobs(ctx, job_id, phase="expand", budget=limit, unit=req.unit, concurrency=req.concurrency,
                            progress_for=hooks.stage, resume_hint=f"resume with `rsi expand --resume {job_id}`",
                            provider=req.provider, trial_env_hook=req.trial_env_hook)
-        run = _Run(ctx, job_id, req, gen.id, base, pool, runner, hooks, limit, pre.per_trial)
+        run = _Run(ctx, job_id, req, gen.id, base, pool, runner, hooks, limit, pre.per_trial, pre.per_control)
         stop = _with_model(run)
         store.set_budget_figures(job_id, req.unit, limit, runner.spent_by_part())
         out = build_outcome(ctx, job_id, gen, base, pool, runner, pre, stop, time.monotonic() - t0)
@@ -242,23 +248,10 @@ def _steps(run: _Run) -> str | None:
     if res.stop:
         return res.stop
     # 3. attribution controls on failed tasks
-    book = read_book(ctx, gen_id, pool)
-    runs = ctx.contract.attribution.oracle_reruns
-    failed = [t for t in pool.tasks if book.counted(BASELINE, t.name)
-              and not any(r.passed for r in book.counted(BASELINE, t.name))]
-    gen = run.base.generation
-    oracle = ArmPlan(Arm(agent="oracle", generation=gen_id), gen)
-    nop = ArmPlan(Arm(agent="nop", generation=gen_id), gen)
-    ccells = []
-    for t in failed:
-        o = runs - sum(1 for r in book.oracle.get(t.name, []) if not _infra(r))
-        n = 1 - sum(1 for r in book.nop.get(t.name, []) if not _infra(r))
-        ccells += [(t.name, oracle.arm.id, o)] if o > 0 else []
-        ccells += [(t.name, nop.arm.id, n)] if n > 0 else []
-    res = run.runner.run(Stage("attribution", [oracle, nop], ccells, [d for d, t in zip(dirs, pool.tasks, strict=True)
-                                                                         if t in failed], part="attribution"))
+    failed = _failed(run)
+    res = _controls(run, "attribution", failed, _control_cap(run))
     _sync(run)
-    found = verdicts(read_book(ctx, gen_id, pool), pool, ctx.contract.attribution.config_probes)
+    found = verdicts(read_book(ctx, gen_id, pool), pool, ctx.contract.attribution)
     record_verdicts(ctx, gen_id, pool, found)
     if res.stop:
         return res.stop
@@ -266,6 +259,7 @@ def _steps(run: _Run) -> str | None:
     cfg = run.base.config
     assert cfg is not None
     search_space_candidates(ctx, run.job_id, cfg, pool.base_digest)
+    book = read_book(ctx, gen_id, pool)
     model_failed = [t for t in failed if found.get(t.name) is not None and found[t.name].kind == "model"]
     failures = []
     for t in model_failed:
@@ -273,11 +267,49 @@ def _steps(run: _Run) -> str | None:
         if rows:
             failures.append((rows[0], t.instruction))
     reflective_candidates(ctx, run.job_id, cfg, pool.base_digest, failures, req.proposals, req.reflector, req.seed)
-    run.plans = candidate_plans(ctx, run.job_id, gen)
+    run.plans = candidate_plans(ctx, run.job_id, run.base.generation)
     pool.labels = {p.arm.config_digest or "": label for label, p in run.plans.items()}
     run.hooks.message(f"{len(run.plans)} candidate config(s): " + ", ".join(run.plans) if run.plans
                       else "no candidate configs (empty search_space, no usable proposal)")
-    return _search(run, dirs)
+    stop = _search(run, dirs)
+    if stop is None:  # the search is done with budget left: the controls that waited for it
+        res = _controls(run, "attribution-rest", failed, None)
+        _sync(run)
+        record_verdicts(ctx, gen_id, pool, verdicts(read_book(ctx, gen_id, pool), pool, ctx.contract.attribution))
+        stop = res.stop
+    return stop
+
+
+def _failed(run: _Run) -> list[Task]:
+    """Train tasks whose baseline trials (infra left out) all failed."""
+    book = read_book(run.ctx, run.gen_id, run.pool)
+    return [t for t in run.pool.tasks if book.counted(BASELINE, t.name)
+            and not any(r.passed for r in book.counted(BASELINE, t.name))]
+
+
+def _control_cap(run: _Run) -> int | None:
+    """Controls may take half of what the baseline left, so the search is not starved (None: no cap,
+    as when the unit is tokens, which controls do not spend, or when there is nothing to search)."""
+    cfg, left = run.base.config, run.runner.remaining()
+    searching = cfg is not None and (bool(cfg.search_space) or run.req.proposals > 0)
+    if left is None or run.req.unit == "tokens" or not searching:
+        return None
+    return max(0, int(left / 2 / max(run.per_control, 1e-9)))
+
+
+def _controls(run: _Run, key: str, failed: list[Task], cap: int | None) -> Any:
+    """Run the oracle/nop controls still missing on `failed` (at most `cap` runs) as child `key`."""
+    book = read_book(run.ctx, run.gen_id, run.pool)
+    gen = run.base.generation
+    oracle = ArmPlan(Arm(agent="oracle", generation=run.gen_id), gen)
+    nop = ArmPlan(Arm(agent="nop", generation=run.gen_id), gen)
+    names = [t.name for t in failed]
+    cells = plan_controls(names, {n: sum(not _infra(r) for r in book.oracle.get(n, [])) for n in names},
+                          {n: sum(not _infra(r) for r in book.nop.get(n, [])) for n in names},
+                          run.ctx.contract.attribution.oracle_reruns, cap)
+    arm = {"oracle": oracle.arm.id, "nop": nop.arm.id}
+    return run.runner.run(Stage(key, [oracle, nop], [(t, arm[a], n) for t, a, n in cells],
+                                [Path(t.path) for t in failed], part="attribution"))
 
 
 def _infra(row: Any) -> bool:
@@ -294,7 +326,7 @@ def _search(run: _Run, dirs: list[Any]) -> str | None:
         existing = run.runner.child(key)
         if existing is None:
             book = read_book(ctx, run.gen_id, pool)
-            found = verdicts(book, pool, ctx.contract.attribution.config_probes)
+            found = verdicts(book, pool, ctx.contract.attribution)
             state = search_state(book, pool, found)
             left = run.runner.remaining()
             n = req.round_size
@@ -318,7 +350,7 @@ def _search(run: _Run, dirs: list[Any]) -> str | None:
         res = run.runner.run(stage)
         _sync(run)
         book = read_book(ctx, run.gen_id, pool)
-        record_verdicts(ctx, run.gen_id, pool, verdicts(book, pool, ctx.contract.attribution.config_probes))
+        record_verdicts(ctx, run.gen_id, pool, verdicts(book, pool, ctx.contract.attribution))
         for label in run.plans:
             solved = [t for t in pool.names if any(x.passed for x in book.counted(label, t))]
             ctx.store.update_search_candidate(run.job_id, label, solved=solved)

@@ -2,8 +2,10 @@
 holdout seal (reader `expand`), turned into verdicts, the search state and the outcome.
 
 Evidence is every finished trial of the pool's tasks (by digest) under the generation, from any
-job: a trial an earlier job finished is reused, never re-paid. Infra trials are kept as evidence
-of infra but never count towards a rate.
+job: a trial an earlier job finished is reused, never re-paid. Oracle and nop runs call no model,
+so theirs count whatever generation (if any) they were recorded under: the gate discovery ran on
+an admitted task, or `rsi run --agent oracle`, is the same evidence. Infra trials are kept as
+evidence of infra but never count towards a rate.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from rsi.core.attribution import Evidence, Verdict, attribute
+from rsi.core.contract import AttributionRules
 from rsi.core.pareto import Outcome, outcome
 from rsi.core.search import SearchState
 from rsi.core.task import Task
@@ -57,17 +60,15 @@ def read_book(ctx: WorkspaceContext, gen: str, pool: Pool) -> Book:
     digests = [t.digest for t in pool.tasks]
     name_of = {t.digest: t.name for t in pool.tasks}
     book = Book()
-    for row in ctx.store.outcomes("expand", generation=gen, task_digests=digests):
+    for agent, into in (("oracle", book.oracle), ("nop", book.nop)):
+        for row in ctx.store.outcomes("expand", task_digests=digests, agent=agent):
+            into[name_of[row.task_digest]].append(row)
+    for row in ctx.store.outcomes("expand", generation=gen, task_digests=digests, agent="harness"):
         task = name_of[row.task_digest]
-        if row.agent == "oracle":
-            book.oracle[task].append(row)
-        elif row.agent == "nop":
-            book.nop[task].append(row)
-        elif row.agent == "harness":
-            if row.harness_config_digest == pool.base_digest:
-                book.harness[(BASELINE, task)].append(row)
-            elif row.harness_config_digest in pool.labels:
-                book.harness[(pool.labels[row.harness_config_digest], task)].append(row)
+        if row.harness_config_digest == pool.base_digest:
+            book.harness[(BASELINE, task)].append(row)
+        elif row.harness_config_digest in pool.labels:
+            book.harness[(pool.labels[row.harness_config_digest], task)].append(row)
     return book
 
 
@@ -76,12 +77,13 @@ def _ev(rows: list[TrialRow], variant: str | None = None) -> list[Evidence]:
                      config_digest=t.harness_config_digest, variant=variant) for t in rows]
 
 
-def verdicts(book: Book, pool: Pool, config_probes: int) -> dict[str, Verdict]:
+def verdicts(book: Book, pool: Pool, rules: AttributionRules) -> dict[str, Verdict]:
     out: dict[str, Verdict] = {}
     for name in pool.names:
         variants = [e for label in pool.labels.values() for e in _ev(book.harness.get((label, name), []), label)]
         v = attribute(_ev(book.harness.get((BASELINE, name), [])), _ev(book.oracle.get(name, [])),
-                      _ev(book.nop.get(name, [])), variants, config_probes=config_probes)
+                      _ev(book.nop.get(name, [])), variants, config_probes=rules.config_probes,
+                      oracle_runs=rules.oracle_reruns)
         if v is not None:
             out[name] = v
     return out

@@ -47,6 +47,16 @@ class Preflight:
     recorded_controls: int = 0
     controls_reused: int = 0  # oracle/nop runs of the failed tasks already recorded
     spent: float = 0.0  # what this job spent already (a resume)
+    searching: bool = True  # candidates to search: the controls then get at most half of what is left
+
+    @property
+    def controls_now(self) -> int:
+        """Controls run before the search: at most half of what the baseline leaves (rsi.loop.expand);
+        the rest wait until the search is done. Tokens: controls spend none, all run first."""
+        if not self.searching or self.unit == "tokens":
+            return self.control_trials
+        left = self.limit - self.spent - self.baseline_cost
+        return min(self.control_trials, max(0, int(left / 2 / max(self.per_control, 1e-9))))
 
     @property
     def baseline_cost(self) -> float:
@@ -54,7 +64,7 @@ class Preflight:
 
     @property
     def control_cost(self) -> float:
-        return self.control_trials * self.per_control
+        return self.controls_now * self.per_control
 
     def describe(self) -> str:
         left = self.limit - self.spent - self.baseline_cost - self.control_cost
@@ -69,15 +79,19 @@ class Preflight:
                         + ("as a harness trial (none recorded)" if self.control_estimated
                            else f"mean of {self.recorded_controls} recorded"))
         already = f", {self.spent:.4g} spent already" if self.spent else ""
+        wait = self.control_trials - self.controls_now
+        later = (f", {wait} more once the search is done (half of what the baseline leaves is kept for it)"
+                 if wait else "")
         return (f"plan: baseline {self.baseline_trials} trial(s) ({self.reused} reused) ~{self.baseline_cost:.4g} "
-                f"{self.unit}; attribution controls up to {self.control_trials} trial(s) ({self.controls_reused} "
-                f"reused) ~{self.control_cost:.4g}; search ~{max(left, 0):.4g} {self.unit} of {self.limit:g}"
+                f"{self.unit}; attribution controls {self.controls_now} trial(s) ({self.controls_reused} "
+                f"reused) ~{self.control_cost:.4g}{later}; search ~{max(left, 0):.4g} {self.unit} of {self.limit:g}"
                 f"{already} ({how})")
 
 
 def preflight(ctx: WorkspaceContext, gen: str, pool: Pool, attempts: int, unit: str, limit: float,
-              spent: float = 0.0) -> Preflight:
-    """`spent`: what the job being resumed spent already (0 for a new job)."""
+              spent: float = 0.0, searching: bool = True) -> Preflight:
+    """`spent`: what the job being resumed spent already (0 for a new job); `searching`: whether
+    there are candidates to search (a search_space or proposals)."""
     book = read_book(ctx, gen, pool)
     reused = sum(min(attempts, len(book.counted(BASELINE, n))) for n in pool.names)
     new = len(pool.names) * attempts - reused
@@ -89,10 +103,11 @@ def preflight(ctx: WorkspaceContext, gen: str, pool: Pool, attempts: int, unit: 
     controls = len(unsolved) * (runs + 1) - have
     if unit == "trials":
         return Preflight(unit, limit, new, reused, controls, 1.0, False, per_control=1.0, controls_reused=have,
-                         spent=spent)
+                         spent=spent, searching=searching)
 
-    def done(agent: str) -> list[Any]:
-        return [t for t in ctx.store.outcomes("expand", generation=gen, agent=agent) if not is_infra(t.error_type)]
+    def done(agent: str, generation: str | None = gen) -> list[Any]:
+        return [t for t in ctx.store.outcomes("expand", generation=generation, agent=agent)
+                if not is_infra(t.error_type)]
 
     rows = done("harness")
     if rows:
@@ -102,12 +117,12 @@ def preflight(ctx: WorkspaceContext, gen: str, pool: Pool, attempts: int, unit: 
         per = FALLBACK[unit]
     if unit == "tokens":
         return Preflight(unit, limit, new, reused, controls, per, not rows, per_control=0.0, recorded=len(rows),
-                         controls_reused=have, spent=spent)
-    ctl = done("oracle") + done("nop")
+                         controls_reused=have, spent=spent, searching=searching)
+    ctl = done("oracle", None) + done("nop", None)  # no model call: any generation's runs say what they cost
     per_ctl = sum(t.t_total for t in ctl) / len(ctl) / 60.0 if ctl else per
     return Preflight(unit, limit, new, reused, controls, per, not rows, per_control=per_ctl,
                      control_estimated=not ctl, recorded=len(rows), recorded_controls=len(ctl),
-                     controls_reused=have, spent=spent)
+                     controls_reused=have, spent=spent, searching=searching)
 
 
 @dataclass
@@ -197,7 +212,7 @@ def build_outcome(ctx: WorkspaceContext, job_id: str, gen: GenerationManifest, b
                   runner: ChildJobs, pre: Preflight, stop: str | None, wall: float) -> ExpandOutcome:
     store = ctx.store
     book = read_book(ctx, gen.id, pool)
-    o = search_outcome(book, pool, verdicts(book, pool, ctx.contract.attribution.config_probes))
+    o = search_outcome(book, pool, verdicts(book, pool, ctx.contract.attribution))
     digest_of = {label: d for d, label in pool.labels.items()}
     digest_of[BASELINE] = pool.base_digest
     rows = {r.label: r for r in store.search_candidates(job_id)}

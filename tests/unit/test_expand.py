@@ -114,6 +114,41 @@ def test_bad_settings_are_refused_before_any_trial(ctx: WorkspaceContext, provid
     assert not ctx.store.list_jobs() and provider.builds == 0  # nothing planned, nothing built or run
 
 
+def test_a_tight_budget_keeps_half_for_the_search(ctx: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    """Baseline 5; 4 failed tasks want 12 controls, but only half of the 10 left may go to them:
+    one oracle run per task first (which puts `broken` out of the search), then a nop."""
+    messages: list[str] = []
+    from rsi.loop.hooks import ExpandHooks
+
+    class Hooks(ExpandHooks):
+        def message(self, text: str) -> None:
+            messages.append(text)
+
+    out = expand(ctx, _req(provider, budget=15), Hooks())
+    assert out.budget["spent"]["attribution"] == 5 and out.budget["spent"]["search"] == 5
+    assert any("attribution controls 5 trial(s)" in m and "more once the search is done" in m for m in messages)
+    kinds = {a.task_name: a for a in ctx.store.attributions("gen-0000")}
+    assert kinds["broken"].kind == "task" and {kinds[t].kind for t in ("cold", "long", "never")} <= {"model", "config"}
+    assert all("the contract asks 2" in kinds[t].reason for t in ("cold", "long", "never") if kinds[t].kind == "model")
+    search = [t for j in ctx.store.child_jobs(out.job_id) if (j.params or {}).get("part") == "search"
+              for t in ctx.store.trials(j.id)]
+    assert search and all(t.task_name != "broken" for t in search)
+
+
+def test_controls_recorded_under_no_generation_are_reused(ctx: WorkspaceContext,
+                                                          provider: FakeSandboxProvider) -> None:
+    """`rsi run --agent oracle` (and discovery's gate) ran the reference solutions already: the
+    oracle calls no model, so those runs are the controls, whatever generation they were under."""
+    from rsi.loop.run import RunRequest, run_job
+
+    run_job(ctx, RunRequest(paths=[ctx.ws.tasks_dir], agent="oracle", attempts=2, concurrency=2),
+            provider=provider, trial_env_hook=_fast)
+    out = expand(ctx, _req(provider, budget=40))
+    assert out.budget["spent"]["attribution"] == 4  # the nops only: every oracle run was reused
+    never = next(a for a in ctx.store.attributions("gen-0000") if a.task_name == "never")
+    assert never.kind == "model" and sum(".oracle" in e or "oracle-" in e for e in never.evidence) == 2
+
+
 def test_baseline_reuses_finished_trials(ctx: WorkspaceContext, provider: FakeSandboxProvider) -> None:
     first = expand(ctx, _req(provider, budget=5))  # the baseline only (5 tasks x 1)
     assert first.interrupted and first.trials == 5
