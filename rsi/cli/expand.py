@@ -62,7 +62,10 @@ def expand(
             print_json(out.as_json())
         else:
             render(out)
-        if out.interrupted:
+        if out.interrupted and out.complete:  # the usual end: the search spent what it was given
+            err_console.print(f"[dim]the search spent the budget; `rsi expand --resume {out.job_id} --budget M` "
+                              "searches further[/]", highlight=False, soft_wrap=True)
+        elif out.interrupted:
             err_console.print(f"[yellow]stopped:[/] {out.reason}", highlight=False, soft_wrap=True)
             raise typer.Exit(3)
 

@@ -91,6 +91,7 @@ class _Run:
     per_trial: float  # the preflight's cost of one harness trial in the budget's unit
     per_control: float = 1.0  # ... and of one oracle/nop run
     plans: dict[str, ArmPlan] = field(default_factory=dict)
+    searched_out: bool = False  # the search (not the baseline or attribution) spent the budget
 
 
 def pool_tasks(ctx: WorkspaceContext, glob: str | None) -> list[Task]:
@@ -194,7 +195,8 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
         run = _Run(ctx, job_id, req, gen.id, base, pool, runner, hooks, limit, pre.per_trial, pre.per_control)
         stop = _with_model(run)
         store.set_budget_figures(job_id, req.unit, limit, runner.spent_by_part())
-        out = build_outcome(ctx, job_id, gen, base, pool, runner, pre, stop, time.monotonic() - t0)
+        out = build_outcome(ctx, job_id, gen, base, pool, runner, pre, stop, time.monotonic() - t0,
+                            complete=stop is None or run.searched_out)
         if stop is None:
             store.finish_job(job_id, "done")
         else:
@@ -277,6 +279,7 @@ def _steps(run: _Run) -> str | None:
         _sync(run)
         record_verdicts(ctx, gen_id, pool, verdicts(read_book(ctx, gen_id, pool), pool, ctx.contract.attribution))
         stop = res.stop
+        run.searched_out = res.budget_out
     return stop
 
 
@@ -333,6 +336,7 @@ def _search(run: _Run, dirs: list[Any]) -> str | None:
             if left is not None and req.unit == "trials":
                 n = min(n, int(left))
             if n <= 0:
+                run.searched_out = r > 0  # final only if the search got to run at all
                 return (f"budget spent ({run.limit:g} {req.unit}); "
                         f"continue with `rsi expand --resume {run.job_id} --budget N`")
             per = 1.0 if req.unit == "trials" else max(run.per_trial, 1e-9)
@@ -355,6 +359,7 @@ def _search(run: _Run, dirs: list[Any]) -> str | None:
             solved = [t for t in pool.names if any(x.passed for x in book.counted(label, t))]
             ctx.store.update_search_candidate(run.job_id, label, solved=solved)
         if res.stop:
+            run.searched_out = res.budget_out
             return res.stop
         r += 1
 

@@ -155,8 +155,11 @@ class ExpandOutcome:
     budget: dict[str, Any]
     trials: int  # finished trials that count (infra ones are re-run and counted in infra_trials)
     wall_sec: float
-    interrupted: bool = False
+    interrupted: bool = False  # stopped before the plan ran out; `--resume` continues it
     reason: str | None = None
+    # the baseline and attribution finished and the search ran until done or until it spent the budget
+    # (the usual end of an adaptive search): every figure above is final for this budget
+    complete: bool = True
     refused: list[dict[str, Any]] = field(default_factory=list)
     infra_trials: int = 0
 
@@ -209,7 +212,8 @@ def kept_baseline(ctx: WorkspaceContext, base: ArmPlan, base_digest: str) -> dic
 
 
 def build_outcome(ctx: WorkspaceContext, job_id: str, gen: GenerationManifest, base: ArmPlan, pool: Pool,
-                  runner: ChildJobs, pre: Preflight, stop: str | None, wall: float) -> ExpandOutcome:
+                  runner: ChildJobs, pre: Preflight, stop: str | None, wall: float,
+                  complete: bool = True) -> ExpandOutcome:
     store = ctx.store
     book = read_book(ctx, gen.id, pool)
     o = search_outcome(book, pool, verdicts(book, pool, ctx.contract.attribution))
@@ -242,7 +246,7 @@ def build_outcome(ctx: WorkspaceContext, job_id: str, gen: GenerationManifest, b
                   "covered": o.covered},
         best=_line(o, o.best, digest_of.get(o.best)), adopted=adopted, configs=configs, front=o.front,
         attribution=counts, budget=budget, trials=trials, wall_sec=round(wall, 1), interrupted=stop is not None,
-        reason=stop, refused=refused, infra_trials=len(done) - trials)
+        reason=stop, complete=complete, refused=refused, infra_trials=len(done) - trials)
 
 
 def minimum_budget(pre: Preflight) -> int:

@@ -48,6 +48,7 @@ class StageResult:
     job_id: str
     trials: list[TrialRow]
     stop: str | None = None  # why the parent must stop (budget, Ctrl-C, breaker); None: finished
+    budget_out: bool = False  # the stop was the budget being spent
 
 
 class ChildJobs:
@@ -101,7 +102,7 @@ class ChildJobs:
         if left is not None and left <= 0:
             return StageResult(existing.id if existing else "", store.trials(existing.id) if existing else [],
                                stop=f"budget spent ({self.budget:g} {self.unit}) before {stage.key}; "
-                                    f"{self.resume_hint} --budget N")
+                                    f"{self.resume_hint} --budget N", budget_out=True)
         child = existing.id if existing else None
         req = RunRequest(paths=[] if child else stage.task_dirs, resume=child, concurrency=self.concurrency,
                          budget=left, budget_unit=self.unit, arm_plans=None if child else stage.arms,
@@ -118,7 +119,7 @@ class ChildJobs:
             what = "budget spent" if out.stop == "budget" else (out.reason or out.stop or "interrupted")
             stop = f"{stage.key} stopped ({what}); {self.resume_hint}" + (
                 " --budget N" if out.stop == "budget" else "")
-        return StageResult(out.job.id, out.trials, stop)
+        return StageResult(out.job.id, out.trials, stop, budget_out=out.interrupted and out.stop == "budget")
 
 
 __all__ = ["ChildJobs", "Stage", "StageResult", "row_cost"]

@@ -126,6 +126,7 @@ def test_a_tight_budget_keeps_half_for_the_search(ctx: WorkspaceContext, provide
 
     out = expand(ctx, _req(provider, budget=15), Hooks())
     assert out.budget["spent"]["attribution"] == 5 and out.budget["spent"]["search"] == 5
+    assert out.interrupted and out.complete, "the search spending the budget is the usual, final end"
     assert any("attribution controls 5 trial(s)" in m and "more once the search is done" in m for m in messages)
     kinds = {a.task_name: a for a in ctx.store.attributions("gen-0000")}
     assert kinds["broken"].kind == "task" and {kinds[t].kind for t in ("cold", "long", "never")} <= {"model", "config"}
@@ -152,6 +153,7 @@ def test_controls_recorded_under_no_generation_are_reused(ctx: WorkspaceContext,
 def test_baseline_reuses_finished_trials(ctx: WorkspaceContext, provider: FakeSandboxProvider) -> None:
     first = expand(ctx, _req(provider, budget=5))  # the baseline only (5 tasks x 1)
     assert first.interrupted and first.trials == 5
+    assert not first.complete, "a budget spent before attribution and search is not a final outcome"
     second = expand(ctx, _req(provider, budget=30))
     assert second.baseline.attempts == 5
     children = ctx.store.child_jobs(second.job_id)
@@ -162,6 +164,7 @@ def test_baseline_reuses_finished_trials(ctx: WorkspaceContext, provider: FakeSa
 def test_budget_stop_then_resume_with_more(ctx: WorkspaceContext, provider: FakeSandboxProvider) -> None:
     out = expand(ctx, _req(provider, budget=12))
     assert out.interrupted and "budget" in (out.reason or "")
+    assert out.complete == (out.budget["spent"]["search"] > 0)
     assert out.budget["spent"]["all"] == out.trials <= 12
     with pytest.raises(ConfigError, match="other settings"):
         expand(ctx, _req(provider, resume=out.job_id, strategy="random"))
