@@ -16,6 +16,7 @@ import http.server
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -48,6 +49,8 @@ def satisfied(rule: Rule, cfg: dict[str, Any]) -> bool:
 class Policy:
     rules: dict[str, Rule]
     faults: list[int] = field(default_factory=list)  # HTTP status to answer the next calls with (popped)
+    stalls: int = 0  # the next calls answer only after `stall_sec` (past a client's timeout: a hung endpoint)
+    stall_sec: float = 0.0
     on_call: Callable[[int, dict[str, Any]], None] | None = None  # a test's hook (e.g. kill a container)
     calls: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -57,7 +60,11 @@ class Policy:
             self.calls += 1
             if self.faults:
                 return self.faults.pop(0), ""
+            stall = self.stalls > 0
+            self.stalls -= stall
             n = self.calls
+        if stall:
+            time.sleep(self.stall_sec)
         if self.on_call is not None:
             self.on_call(n, body)
         msgs = body.get("messages", [])

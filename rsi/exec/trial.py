@@ -170,8 +170,18 @@ def sandbox_spec(plan: TrialPlan, image: str, kind: str) -> SandboxSpec:
     )
 
 
+class _EndpointDown(Exception):
+    """A trial whose model endpoint stayed unavailable past the client's own retries: the episode
+    is void, so the whole trial is re-run after a wait, as for a substrate failure."""
+
+    def __init__(self, result: TrialResult) -> None:
+        super().__init__(result.error_message or "model endpoint unavailable")
+        self.result = result
+
+
 def run_trial(spec: TrialSpec, env: TrialEnv) -> TrialResult:
-    """Run one trial to a result, retrying substrate failures. Raises only `Cancelled`.
+    """Run one trial to a result, retrying substrate failures and an unavailable model endpoint
+    (`grading.infra_retries` times, with backoff). Raises only `Cancelled`.
 
     Every infra attempt keeps its record (`extra["infra_attempts"]`), also when a later one succeeds.
     """
@@ -180,12 +190,13 @@ def run_trial(spec: TrialSpec, env: TrialEnv) -> TrialResult:
 
     def before_sleep(state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
-        attempts_log.append({"error_type": ErrorType.SANDBOX_ERROR.value, "message": str(exc)[:500]})
+        kind = ErrorType.MODEL_UNAVAILABLE if isinstance(exc, _EndpointDown) else ErrorType.SANDBOX_ERROR
+        attempts_log.append({"error_type": kind.value, "message": str(exc)[:500]})
 
     attempts = env.contract.grading.infra_retries + 1
     try:
         for attempt in Retrying(
-            retry=retry_if_exception_type(SandboxError),
+            retry=retry_if_exception_type((SandboxError, _EndpointDown)),
             stop=stop_after_attempt(attempts),
             wait=wait_exponential(multiplier=env.retry_wait_initial, max=20),
             before_sleep=before_sleep,
@@ -196,9 +207,17 @@ def run_trial(spec: TrialSpec, env: TrialEnv) -> TrialResult:
                 if env.cancel.is_set():
                     raise Cancelled("job cancelled")
                 result = _run_once(plan, env)
+                if result.error_type == ErrorType.MODEL_UNAVAILABLE and not env.cancel.is_set():
+                    raise _EndpointDown(result)
                 result.infra_retries = len(attempts_log)
                 result.extra["infra_attempts"] = attempts_log
                 return result
+    except _EndpointDown as e:  # still down after every retry: recorded as infra (re-run on resume)
+        if env.cancel.is_set():
+            raise Cancelled("job cancelled") from None
+        e.result.infra_retries = len(attempts_log)
+        e.result.extra["infra_attempts"] = attempts_log
+        return e.result
     except SandboxError as e:
         if env.cancel.is_set():
             raise Cancelled("job cancelled") from None

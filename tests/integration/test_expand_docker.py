@@ -50,10 +50,14 @@ def policy() -> Iterator[tuple[Policy, str]]:
 
 
 @pytest.fixture
-def ctx(tmp_path: Path, policy: tuple[Policy, str], docker_ready: None) -> Iterator[WorkspaceContext]:
+def ctx(tmp_path: Path, policy: tuple[Policy, str], docker_ready: None,
+        request: pytest.FixtureRequest) -> Iterator[WorkspaceContext]:
     root = tmp_path / "ws"
     (root / "harness_configs").mkdir(parents=True)
     cfg = CONFIG.format(endpoint=policy[1])
+    timeout = getattr(request, "param", None)  # a test's model.request_timeout_sec
+    if timeout is not None:
+        cfg = cfg.replace("request_timeout_sec: 10", f"request_timeout_sec: {timeout}")
     # two candidates keep the test small: temperature 0.2 (fixes `cold`) and max_turns 8 (fixes nothing)
     cfg = cfg[: cfg.index("search_space:")] + "search_space:\n  sampling.temperature: [0.2]\n  loop.max_turns: [8]\n"
     (root / "harness_configs" / "default.yaml").write_text(cfg)
@@ -99,6 +103,27 @@ def test_expand_in_docker_with_faults_attributes_from_evidence(
     kinds = {a.task_name: (a.kind, a.variant) for a in ctx.store.attributions("gen-0000")}
     assert kinds == {"cold": ("config", "sampling.temperature=0.2"), "never": ("model", None)}, kinds
     assert out.coverage["solved"] == 2 and out.budget["spent"]["all"] == out.trials
+
+
+@pytest.mark.parametrize("ctx", [1], indirect=True)
+def test_an_endpoint_that_times_out_for_a_while_is_infra(ctx: WorkspaceContext, policy: tuple[Policy, str]) -> None:
+    """The endpoint hangs past the client's timeout on five calls in a row: more than the client's
+    own retries, so a trial attempt ends on an infra error, is recorded as such and re-run; no
+    verdict comes from it and the verdicts are the ground truth."""
+    p = policy[0]
+    p.stalls, p.stall_sec = 5, 2.5
+    out = expand(ctx, ExpandRequest(budget=30, attempts=1, concurrency=1, proposals=0, trial_env_hook=_fast))
+    assert not out.interrupted, out.reason
+    assert p.stalls == 0, "the endpoint never hung"
+    trials = [t for j in ctx.store.child_jobs(out.job_id) for t in ctx.store.trials(j.id)]
+    hung = [t for t in trials if t.infra_attempts]
+    assert hung, "no trial attempt was recorded as infra"
+    assert all(t.status == "done" and not is_infra(t.error_type) for t in hung), "a hung trial was not re-run"
+    assert any("timed out" in str(a).lower() or "timeout" in str(a).lower() or "unavailable" in str(a).lower()
+               for t in hung for a in t.infra_attempts)
+    kinds = {a.task_name: (a.kind, a.variant) for a in ctx.store.attributions("gen-0000")}
+    assert kinds == {"cold": ("config", "sampling.temperature=0.2"), "never": ("model", None)}, kinds
+    assert out.baseline.tasks_solved == 1 and out.coverage["solved"] == 2
 
 
 def test_expand_stopped_mid_search_resumes_each_trial_once(ctx: WorkspaceContext) -> None:
