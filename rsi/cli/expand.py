@@ -10,6 +10,7 @@ from rich.table import Table
 
 from rsi.cli.common import console, err_console, errors, open_context, print_json
 from rsi.cli.progress import TrialBar, progress
+from rsi.core.errors import InputError
 from rsi.loop.hooks import ExpandHooks
 from rsi.loop.hooks import Progress as RunProgress
 
@@ -124,7 +125,15 @@ def attribution(
     """Attribution verdicts (model / task / config / infra) with their evidence."""
     with errors():
         wctx = open_context(ctx)
+        if gen is not None:
+            wctx.generation(gen)  # an unknown one is an error naming the known ones, not an empty table
         rows = [r for r in wctx.store.attributions(gen) if task is None or r.task_name == task]
+        if task is not None and not rows:
+            tasks_dir = wctx.ws.tasks_dir
+            known = {r.task_name for r in wctx.store.attributions(None)} | (
+                {p.name for p in tasks_dir.iterdir() if p.is_dir()} if tasks_dir.is_dir() else set())
+            if task not in known:
+                raise InputError("--task", None, f"no task '{task}' in {tasks_dir} or in any verdict")
         data: list[dict[str, Any]] = [
             {"task": r.task_name, "task_digest": r.task_digest, "generation": r.generation, "kind": r.kind,
              "confidence": r.confidence, "variant": r.variant, "reason": r.reason, "evidence": r.evidence,

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from rsi.cli.app import app
 from rsi.loop.context import WorkspaceContext
+from tests.taskgen import make_task
 
 runner = CliRunner()
 
@@ -71,3 +72,14 @@ def test_cycle_refuses_bad_settings_before_any_job_exists(workspace: WorkspaceCo
 def test_diff_of_a_generation_with_itself_is_refused(workspace: WorkspaceContext) -> None:
     r = runner.invoke(app, ["-w", str(workspace.ws.root), "diff", "gen-0000", "gen-0000"])
     assert r.exit_code == 2 and "is the same generation as gen-0000" in r.output
+
+
+def test_attribution_names_an_unknown_generation_or_task(workspace: WorkspaceContext) -> None:
+    root = str(workspace.ws.root)
+    r = runner.invoke(app, ["-w", root, "attribution", "--gen", "gen-0042"])
+    assert r.exit_code == 2 and "unknown generation 'gen-0042'; known: gen-0000" in r.output
+    r = runner.invoke(app, ["-w", root, "attribution", "--task", "no-such-task"])
+    assert r.exit_code == 2 and "--task" in r.output and "no-such-task" in r.output
+    make_task(workspace.ws.tasks_dir, "fresh")
+    r = runner.invoke(app, ["-w", root, "attribution", "--task", "fresh", "--json"])  # known, no verdict yet
+    assert r.exit_code == 0 and json.loads(r.output) == []
