@@ -46,6 +46,9 @@ def expand(
     attempts: Annotated[int, typer.Option("--attempts", "-k", help="Baseline attempts per task.")] = 2,
     proposals: Annotated[int, typer.Option("--proposals", help="Reflective proposals to ask for.")] = 2,
     concurrency: Annotated[int, typer.Option("--concurrency", "-n")] = 2,
+    candidate: Annotated[list[str] | None, typer.Option(
+        "--candidate", "-c", help="A config patch to try as well (repeatable): a YAML file or inline YAML of dotted "
+        "prompt/sampling/loop paths, e.g. '{sampling.temperature: 0.2, loop.max_turns: 8}'.")] = None,
     resume: Annotated[str | None, typer.Option("--resume", help="Continue an expand job.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
@@ -56,7 +59,8 @@ def expand(
     with errors():
         wctx = open_context(ctx)
         req = ExpandRequest(budget=budget, unit=unit, generation=gen, tasks=tasks, strategy=strategy, seed=seed,
-                            attempts=attempts, proposals=proposals, concurrency=concurrency, resume=resume)
+                            attempts=attempts, proposals=proposals, concurrency=concurrency, resume=resume,
+                            candidates=list(candidate or []))
         with progress(as_json) as p:
             out = run_expand(wctx, req, _Hooks(p, as_json))
         if as_json:

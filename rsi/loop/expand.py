@@ -11,8 +11,9 @@ again by its stage key, so a killed expand resumes without re-paying a finished 
    from any generation: they call no model). With a search to pay for, they get at most half of
    what the baseline left, the most telling runs first (rsi.core.attribution.plan_controls); the
    rest run once the search is done;
-4. **candidates**: the config's `search_space` variants and reflective proposals (contract-checked),
-   asked of `expand.proposer` in rsi.yaml when set, else of the generation's own model;
+4. **candidates**: the user's `--candidate` patches, the config's `search_space` variants and
+   reflective proposals (all contract-checked), asked of `expand.proposer` in rsi.yaml when set,
+   else of the generation's own model;
 5. **search** rounds (`adaptive` | `random` | `grid`, rsi.core.search) until the budget is spent
    or nothing is left worth running; verdicts are revised after every round;
 6. **outcome** (rsi.loop.expand_outcome): coverage, best single config, the adopted config.
@@ -45,6 +46,8 @@ from rsi.loop.expand_candidates import (
     ModelReflector,
     Reflector,
     candidate_plans,
+    manual_candidates,
+    manual_patches,
     reflective_candidates,
     search_space_candidates,
 )
@@ -72,6 +75,7 @@ class ExpandRequest:
     concurrency: int = 2
     proposals: int = 2  # reflective proposals to ask for
     round_size: int = 8
+    candidates: list[str] = field(default_factory=list)  # --candidate: YAML patch files or inline patches
     reflector: Reflector | None = None  # default: the generation's model (None + proposals=0: none)
     provider: SandboxProvider | None = None  # tests inject a fake
     trial_env_hook: Callable[[TrialEnv], None] | None = None
@@ -92,6 +96,7 @@ class _Run:
     per_control: float = 1.0  # ... and of one oracle/nop run
     plans: dict[str, ArmPlan] = field(default_factory=dict)
     searched_out: bool = False  # the search (not the baseline or attribution) spent the budget
+    manual: list[dict[str, Any]] = field(default_factory=list)  # the checked --candidate patches
 
 
 def pool_tasks(ctx: WorkspaceContext, glob: str | None) -> list[Task]:
@@ -103,10 +108,12 @@ def pool_tasks(ctx: WorkspaceContext, glob: str | None) -> list[Task]:
     return tasks
 
 
-def _params(req: ExpandRequest, gen: str, tasks: list[Task], base_digest: str) -> dict[str, Any]:
+def _params(req: ExpandRequest, gen: str, tasks: list[Task], base_digest: str,
+            manual: list[dict[str, Any]]) -> dict[str, Any]:
     return {"generation": gen, "tasks": req.tasks, "tasks_fingerprint": tasks_fingerprint(tasks),
             "strategy": req.strategy, "seed": req.seed, "attempts": req.attempts, "unit": req.unit,
-            "proposals": req.proposals, "config_digest": base_digest, "round_size": req.round_size}
+            "proposals": req.proposals, "config_digest": base_digest, "round_size": req.round_size,
+            "candidates": manual}
 
 
 def _check(req: ExpandRequest) -> None:
@@ -151,6 +158,7 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
     _check(req)
     base = resolve_arms(ctx, "harness", [gen.id], [])[0]
     assert base.config is not None and base.arm.config_digest is not None
+    manual = manual_patches(req.candidates, base.config, ctx.contract)
     tasks = pool_tasks(ctx, req.tasks)
     if not tasks:
         raise InputError("--tasks", None, f"no train tasks in {ctx.ws.tasks_dir}" + (
@@ -162,6 +170,10 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
                               "edited); start a new expand instead")
         if job.params.get("config_digest") != base.arm.config_digest:
             raise ConfigError(f"--resume {job.id}: generation {gen.id} now runs another config")
+        if req.candidates and manual != job.params.get("candidates", []):
+            raise ConfigError(f"--resume {job.id}: the job ran with other settings (candidates); "
+                              "start a new expand instead")
+        manual = list(job.params.get("candidates", []))
         job_id = job.id
         old = store.get_budget(job_id)
         limit = req.budget if req.budget is not None else (old.limit if old else 60.0)
@@ -173,7 +185,7 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
     if req.resume:  # what the job's children recorded so far counts against the limit
         spent = sum(row_cost(req.unit, t) for j in store.child_jobs(job_id) for t in store.trials(j.id))
     pre = preflight(ctx, gen.id, pool, req.attempts, req.unit, limit, spent,
-                    searching=bool(base.config.search_space) or req.proposals > 0)
+                    searching=bool(base.config.search_space or manual) or req.proposals > 0)
     hooks.message(pre.describe())
     if not req.resume and limit < pre.baseline_cost:
         raise InputError("--budget", None, f"{limit:g} {req.unit} cannot cover the baseline "
@@ -187,12 +199,13 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
                              attempts=req.attempts, concurrency=req.concurrency,
                              task_paths=[t.path for t in tasks], tasks_fingerprint=tasks_fingerprint(tasks),
                              trials=[], kind="expand", phase="expand",
-                             params=_params(req, gen.id, tasks, base.arm.config_digest))
+                             params=_params(req, gen.id, tasks, base.arm.config_digest, manual))
         store.claim_job(job_id)
         runner = ChildJobs(ctx, job_id, phase="expand", budget=limit, unit=req.unit, concurrency=req.concurrency,
                            progress_for=hooks.stage, resume_hint=f"resume with `rsi expand --resume {job_id}`",
                            provider=req.provider, trial_env_hook=req.trial_env_hook)
-        run = _Run(ctx, job_id, req, gen.id, base, pool, runner, hooks, limit, pre.per_trial, pre.per_control)
+        run = _Run(ctx, job_id, req, gen.id, base, pool, runner, hooks, limit, pre.per_trial, pre.per_control,
+                   manual=manual)
         stop = _with_model(run)
         store.set_budget_figures(job_id, req.unit, limit, runner.spent_by_part())
         out = build_outcome(ctx, job_id, gen, base, pool, runner, pre, stop, time.monotonic() - t0,
@@ -260,6 +273,7 @@ def _steps(run: _Run) -> str | None:
     # 4. candidates
     cfg = run.base.config
     assert cfg is not None
+    manual_candidates(ctx, run.job_id, cfg, pool.base_digest, run.manual)
     search_space_candidates(ctx, run.job_id, cfg, pool.base_digest)
     book = read_book(ctx, gen_id, pool)
     model_failed = [t for t in failed if found.get(t.name) is not None and found[t.name].kind == "model"]
@@ -294,7 +308,7 @@ def _control_cap(run: _Run) -> int | None:
     """Controls may take half of what the baseline left, so the search is not starved (None: no cap,
     as when the unit is tokens, which controls do not spend, or when there is nothing to search)."""
     cfg, left = run.base.config, run.runner.remaining()
-    searching = cfg is not None and (bool(cfg.search_space) or run.req.proposals > 0)
+    searching = cfg is not None and (bool(cfg.search_space or run.manual) or run.req.proposals > 0)
     if left is None or run.req.unit == "tokens" or not searching:
         return None
     return max(0, int(left / 2 / max(run.per_control, 1e-9)))

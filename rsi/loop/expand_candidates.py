@@ -1,7 +1,11 @@
-"""Expansion's config candidates: the base config's `search_space` variants and reflective proposals.
+"""Expansion's config candidates: the base config's `search_space` variants, the user's own patches
+(`rsi expand --candidate`) and reflective proposals.
 
-Every candidate is a harness config stored by digest (origin `search_space` or `reflection`,
-parent = the base's digest) and a `search_candidates` row of the expand job. A reflective
+Every candidate is a harness config stored by digest (origin `search_space`, `manual` or
+`reflection`, parent = the base's digest) and a `search_candidates` row of the expand job. A manual
+patch has the reflective proposals' form (dotted config paths to values, `prompt`, `sampling` or
+`loop` only) and is checked against the contract before anything runs: a bad one is an error, not
+a refused row. A reflective
 proposal is the proposer model's YAML patch, written after it read a failed trajectory and the
 verifier's output; the patch is checked against the contract (rsi.core.variants.apply_variant)
 before any trial, and one that fails (loosens a limit, names an unknown field, is not YAML) is
@@ -19,7 +23,8 @@ from typing import Any, Protocol
 import yaml
 
 from rsi.core.arm import Arm
-from rsi.core.errors import ConfigError, RsiError
+from rsi.core.contract import Contract
+from rsi.core.errors import ConfigError, InputError, RsiError
 from rsi.core.generation import GenerationManifest
 from rsi.core.harness_config import HarnessConfig
 from rsi.core.reflection import EDITABLE, PatchError, parse_patch
@@ -87,6 +92,38 @@ def search_space_candidates(ctx: WorkspaceContext, job_id: str, base: HarnessCon
         digest = ctx.register_config(cfg, origin="search_space", source=label, parent=base_digest)
         ctx.store.put_candidate(job_id, label, origin="search_space", config_digest=digest,
                                 parent_digest=base_digest, patch_yaml=yaml.safe_dump(assignment, sort_keys=True))
+
+
+def manual_patches(specs: list[str], base: HarnessConfig, contract: Contract) -> list[dict[str, Any]]:
+    """`--candidate` values (a YAML patch file, or the patch inline) as flat patches, each checked
+    against the contract on `base`; InputError naming the first bad one."""
+    out: list[dict[str, Any]] = []
+    for spec in specs:
+        path = Path(spec)
+        where = str(path) if path.is_file() else "--candidate"
+        try:
+            text = path.read_text() if path.is_file() else spec
+            patch = parse_patch(text)
+            if apply_variant(base, patch, contract).digest() == base.digest():
+                raise PatchError("changes nothing")
+        except OSError as e:
+            raise InputError(where, None, f"cannot read: {e.strerror}") from None
+        except (PatchError, ConfigError) as e:
+            hint = " (nor a file)" if where == "--candidate" and "mapping" in str(e) else ""
+            raise InputError(where, None if where != "--candidate" else spec[:60], f"{e}{hint}") from None
+        if patch not in out:
+            out.append(patch)
+    return out
+
+
+def manual_candidates(ctx: WorkspaceContext, job_id: str, base: HarnessConfig, base_digest: str,
+                      patches: list[dict[str, Any]]) -> None:
+    for patch in patches:
+        label = f"manual:{variant_label(patch)}"[:200]
+        cfg = apply_variant(base, patch, ctx.contract)
+        digest = ctx.register_config(cfg, origin="manual", source=label, parent=base_digest)
+        ctx.store.put_candidate(job_id, label, origin="manual", config_digest=digest, parent_digest=base_digest,
+                                patch_yaml=yaml.safe_dump(patch, sort_keys=True))
 
 
 def _tail(path: Path, chars: int) -> str:
@@ -166,5 +203,5 @@ def assignments_of(patch_yaml: str | None) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-__all__ = ["ModelReflector", "Reflector", "assignments_of", "candidate_plans", "reflective_candidates",
-           "search_space_candidates"]
+__all__ = ["ModelReflector", "Reflector", "assignments_of", "candidate_plans", "manual_candidates", "manual_patches",
+           "reflective_candidates", "search_space_candidates"]

@@ -423,3 +423,31 @@ def test_reflective_proposals_from_a_configured_proposer_endpoint(
     assert kinds == {"cold": "config", "never": "model"}, kinds
     ran = {t.variant for j in ctx.store.child_jobs(out.job_id) for t in ctx.store.trials(j.id)}
     assert refused.label not in ran and ok.label in ran
+
+
+def test_a_manual_candidate_is_searched_and_named(ctx: WorkspaceContext, provider: FakeSandboxProvider,
+                                                  policy: tuple[Policy, str], tmp_path: Path) -> None:
+    """`never` is solved only by two changes at once, which no single-field search_space variant
+    makes; the user's own patch (`--candidate`, from a file) does, and the verdict names it."""
+    policy[0].rules["never"] = rule_for({"temperature": 0.2, "turns": 8})
+    patch = tmp_path / "both.yaml"
+    patch.write_text("sampling:\n  temperature: 0.2\nloop:\n  max_turns: 8\n")
+    out = expand(ctx, _req(provider, candidates=[str(patch)]))
+    label = "manual:loop.max_turns=8,sampling.temperature=0.2"
+    rows = {r.label: r for r in ctx.store.search_candidates(out.job_id)}
+    assert rows[label].origin == "manual" and rows[label].config_digest
+    never = next(a for a in ctx.store.attributions("gen-0000") if a.task_name == "never")
+    assert (never.kind, never.variant) == ("config", label)
+    assert "never" in out.coverage["covered"]
+    with pytest.raises(ConfigError, match="candidates"):
+        expand(ctx, _req(provider, resume=out.job_id, candidates=["{sampling.temperature: 1.0}"]))
+
+
+@pytest.mark.parametrize("spec", ["{loop.max_turns: 100000}", "{model.endpoint: 'http://x/v1'}", "[1, 2]",
+                                  "{sampling.temperature: 0.7}", "no-such-file.yaml"])
+def test_a_bad_manual_candidate_is_refused_before_any_trial(ctx: WorkspaceContext, provider: FakeSandboxProvider,
+                                                            spec: str) -> None:
+    with pytest.raises(InputError) as err:
+        expand(ctx, _req(provider, candidates=[spec]))
+    assert "--candidate" in str(err.value)
+    assert not [j for j in ctx.store.list_jobs() if j.kind == "expand"] and not provider.live
