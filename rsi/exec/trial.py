@@ -32,10 +32,11 @@ from rsi.core.generation import GenerationManifest
 from rsi.core.harness_config import HarnessConfig
 from rsi.core.limits import EffectiveLimits, effective_limits
 from rsi.core.task import Task, resolve_env
-from rsi.core.trial import NEVER_PASS, RETRYABLE, ErrorType, Timings, TrialResult
-from rsi.exec.grading import RewardError, grading_policy, parse_reward, tamper_findings
+from rsi.core.trial import RETRYABLE, ErrorType, Timings, TrialResult
+from rsi.exec.grading import grading_policy, tamper_findings
 from rsi.exec.verify import (
     VerifierRun,
+    judge,
     read_reward_files,
     run_shared,
     stage_archive,
@@ -456,58 +457,6 @@ def _save_verifier_output(plan: TrialPlan, vrun: VerifierRun) -> None:
     for name, data in vrun.files.items():
         if data is not None:
             (vdir / name).write_bytes(data)
-
-
-@dataclass
-class Verdict:
-    reward: float | None
-    rewards: dict[str, float]
-    passed: bool
-    error_type: ErrorType | None
-    message: str | None
-
-
-def judge(
-    vrun: VerifierRun,
-    findings: list[tuple[str, str]],
-    outcome: AgentOutcome,
-    contract: Contract,
-    verifier_timeout_sec: float,
-    agent_timeout_sec: float,
-) -> Verdict:
-    """The verdict, failing closed: a tamper outranks every verifier error, a verifier error every
-    agent error; a non-zero exit of test.sh is never a pass, whatever the reward says."""
-    g = contract.grading
-    reward: float | None = None
-    rewards: dict[str, float] = {}
-    error: ErrorType | None = None
-    message: str | None = None
-    res = vrun.result
-    if res.timed_out:
-        error, message = ErrorType.VERIFIER_TIMEOUT, f"tests/test.sh exceeded {verifier_timeout_sec:g}s"
-    else:
-        try:
-            reward, rewards = parse_reward(vrun.files, g.reward_key, g.reward_range)
-        except RewardError as e:
-            error, message = e.error_type, str(e)
-        if error is None and res.exit_code != 0 and reward is not None and reward >= g.pass_threshold:
-            error = ErrorType.VERIFIER_ERROR
-            message = f"tests/test.sh exited {res.exit_code} although its reward says {reward:g}; not a pass"
-    if findings:
-        error = ErrorType.TAMPER_DETECTED
-        message = "the agent changed paths that void a pass: " + "; ".join(f"{p} {why}" for p, why in findings[:10])
-    if error is None and outcome.error_type is not None:
-        error, message = outcome.error_type, outcome.error_message
-    if error is None and outcome.timed_out:
-        error, message = ErrorType.AGENT_TIMEOUT, f"agent exceeded {agent_timeout_sec:g}s"
-    passed = (
-        reward is not None
-        and reward >= g.pass_threshold
-        and res.exit_code == 0
-        and not res.timed_out
-        and error not in NEVER_PASS
-    )
-    return Verdict(reward, rewards, passed, error, message)
 
 
 def _write_result(plan: TrialPlan, r: TrialResult) -> None:

@@ -8,6 +8,7 @@ from a snapshot of the frozen agent container. Level 3 (`shared`) runs test.sh i
 container and freezes it before the reward is read. In every level test.sh runs in the task's
 workdir with the image's environment plus `[verifier] env`; a test.sh that fetches uv's installer or
 calls uv gets rsi's verify-time tool shim first (sandbox/tool_shim.py), and the trial records it.
+`judge` turns a verifier run, the tamper findings and the agent's outcome into the trial's verdict.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rsi.exec.grading import GradingPolicy
+from rsi.core.contract import Contract
+from rsi.core.trial import NEVER_PASS, ErrorType
+from rsi.exec.grading import GradingPolicy, RewardError, parse_reward
+from rsi.harness.agent import AgentOutcome
 from rsi.sandbox.base import ExecResult, Sandbox, SandboxError
 from rsi.sandbox.tool_shim import PythonFor, Shim, build_shim
 
@@ -138,3 +142,55 @@ def run_shared(box: Sandbox, tests_dir: Path, policy: GradingPolicy, timeout: fl
     res = box.exec(f"bash {R}/tests/test.sh", timeout=timeout, workdir=policy.workdir, env=env or None)
     box.freeze()
     return VerifierRun(res, read_reward_files(box, reward_files))
+
+
+@dataclass
+class Verdict:
+    reward: float | None
+    rewards: dict[str, float]
+    passed: bool
+    error_type: ErrorType | None
+    message: str | None
+
+
+def judge(
+    vrun: VerifierRun,
+    findings: list[tuple[str, str]],
+    outcome: AgentOutcome,
+    contract: Contract,
+    verifier_timeout_sec: float,
+    agent_timeout_sec: float,
+) -> Verdict:
+    """The verdict, failing closed: a tamper outranks every verifier error, a verifier error every
+    agent error; a non-zero exit of test.sh is never a pass, whatever the reward says."""
+    g = contract.grading
+    reward: float | None = None
+    rewards: dict[str, float] = {}
+    error: ErrorType | None = None
+    message: str | None = None
+    res = vrun.result
+    if res.timed_out:
+        error, message = ErrorType.VERIFIER_TIMEOUT, f"tests/test.sh exceeded {verifier_timeout_sec:g}s"
+    else:
+        try:
+            reward, rewards = parse_reward(vrun.files, g.reward_key, g.reward_range)
+        except RewardError as e:
+            error, message = e.error_type, str(e)
+        if error is None and res.exit_code != 0 and reward is not None and reward >= g.pass_threshold:
+            error = ErrorType.VERIFIER_ERROR
+            message = f"tests/test.sh exited {res.exit_code} although its reward says {reward:g}; not a pass"
+    if findings:
+        error = ErrorType.TAMPER_DETECTED
+        message = "the agent changed paths that void a pass: " + "; ".join(f"{p} {why}" for p, why in findings[:10])
+    if error is None and outcome.error_type is not None:
+        error, message = outcome.error_type, outcome.error_message
+    if error is None and outcome.timed_out:
+        error, message = ErrorType.AGENT_TIMEOUT, f"agent exceeded {agent_timeout_sec:g}s"
+    passed = (
+        reward is not None
+        and reward >= g.pass_threshold
+        and res.exit_code == 0
+        and not res.timed_out
+        and error not in NEVER_PASS
+    )
+    return Verdict(reward, rewards, passed, error, message)
