@@ -113,8 +113,11 @@ def list_jobs(
             for j, n, p1 in rows
         ])
         return
-    table = Table()
-    for c in ("job", "kind", "status", "agent", "generation", "trials", "pass@1"):
+    # a listing like `docker ps`: no column rules, so a full job id (what `--resume` and `jobs show`
+    # take, never cut short) and the rest fit 80 columns
+    table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False, header_style="bold underline")
+    table.add_column("job", no_wrap=True, min_width=max((len(j.id) for j, _, _ in rows), default=3))
+    for c in ("kind", "status", "agent", "gen", "trials", "pass@1"):
         table.add_column(c)
     for j, n, p1 in rows:
         table.add_row(j.id, j.kind, j.status, j.agent, j.generation or "-", str(n),

@@ -210,7 +210,7 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
         store.set_budget_figures(job_id, req.unit, limit, runner.spent_by_part())
         out = build_outcome(ctx, job_id, gen, base, pool, runner, pre, stop, time.monotonic() - t0,
                             complete=stop is None or run.searched_out)
-        if stop is None:
+        if stop is None or run.searched_out:  # a search that spent the budget is done (`--resume` adds more)
             store.finish_job(job_id, "done")
         else:
             store.mark_job_interrupted(job_id, stop)

@@ -83,3 +83,14 @@ def test_attribution_names_an_unknown_generation_or_task(workspace: WorkspaceCon
     make_task(workspace.ws.tasks_dir, "fresh")
     r = runner.invoke(app, ["-w", root, "attribution", "--task", "fresh", "--json"])  # known, no verdict yet
     assert r.exit_code == 0 and json.loads(r.output) == []
+
+
+def test_jobs_list_never_cuts_a_job_id_short(workspace: WorkspaceContext) -> None:
+    """The id is what `--resume` and `jobs show` take: at 80 columns it is printed whole."""
+    job = "exp-20261204-151611-85e0cc"
+    workspace.store.create_job(job, agent="harness", generation="gen-0000", harness_config_digest=None, attempts=1,
+                               concurrency=1, task_paths=[], tasks_fingerprint="fp", trials=[], kind="expand")
+    workspace.store.mark_job_interrupted(job, "budget spent")
+    r = CliRunner().invoke(app, ["-w", str(workspace.ws.root), "jobs", "list"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert job in r.output and "interrupted" in r.output

@@ -127,6 +127,7 @@ def test_a_tight_budget_keeps_half_for_the_search(ctx: WorkspaceContext, provide
     out = expand(ctx, _req(provider, budget=15), Hooks())
     assert out.budget["spent"]["attribution"] == 5 and out.budget["spent"]["search"] == 5
     assert out.interrupted and out.complete, "the search spending the budget is the usual, final end"
+    assert ctx.store.get_job(out.job_id).status == "done"
     assert any("attribution controls 5 trial(s)" in m and "more once the search is done" in m for m in messages)
     kinds = {a.task_name: a for a in ctx.store.attributions("gen-0000")}
     assert kinds["broken"].kind == "task" and {kinds[t].kind for t in ("cold", "long", "never")} <= {"model", "config"}
@@ -154,6 +155,7 @@ def test_baseline_reuses_finished_trials(ctx: WorkspaceContext, provider: FakeSa
     first = expand(ctx, _req(provider, budget=5))  # the baseline only (5 tasks x 1)
     assert first.interrupted and first.trials == 5
     assert not first.complete, "a budget spent before attribution and search is not a final outcome"
+    assert ctx.store.get_job(first.job_id).status == "interrupted"
     second = expand(ctx, _req(provider, budget=30))
     assert second.baseline.attempts == 5
     children = ctx.store.child_jobs(second.job_id)
