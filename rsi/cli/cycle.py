@@ -61,9 +61,12 @@ def _fmt(x: Any, pct: bool = False) -> str:
 def summary(out: CycleOutcome) -> Table:
     ph = out.phases
     t = Table(title=f"cycle {out.job_id} on {out.generation} ({out.wall_sec:.0f} s)", title_justify="left")
-    for c in ("phase", "job", "status", "budget", "result"):
-        t.add_column(c)
     d, e, u, p = (ph.get(k, {}) for k in ("discover", "expand", "update", "promote"))
+    ids = [str(x.get(k)) for x in (d, e, u, p) for k in ("job", "run") if x.get(k)]
+    t.add_column("phase")
+    t.add_column("job", no_wrap=True, min_width=max(map(len, ids), default=3))  # whole: `jobs show` takes it
+    for c in ("status", "budget", "result"):
+        t.add_column(c)
     t.add_row("discover", _fmt(d.get("job")), _fmt(d.get("status")), f"{out.split['discover']:g}",
               f"{d.get('admitted', 0)} admitted of {d.get('candidates', 0)} ({d.get('holdout', 0)} holdout)"
               if d else "-")

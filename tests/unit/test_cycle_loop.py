@@ -112,6 +112,15 @@ def test_cycle_runs_every_phase_and_records_them(ctx: WorkspaceContext, provider
     prov = ctx.generation("gen-0001").provenance
     assert ph["discover"]["job"] in prov.discover_jobs and ph["expand"]["job"] in prov.expand_jobs
     assert job.params["verdict"] == "promoted"
+    # the summary prints each phase's job id whole (what `rsi jobs show` takes), even at 80 columns
+    from rich.console import Console
+
+    from rsi.cli.cycle import summary
+
+    con = Console(width=80, record=True)
+    con.print(summary(out))
+    text = con.export_text()
+    assert all(ph[k]["job"] in text for k in ("discover", "expand", "promote")), text
 
 
 def test_a_stopped_cycle_resumes_without_rerunning_finished_phases(ctx: WorkspaceContext,
