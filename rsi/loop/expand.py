@@ -185,7 +185,7 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
     if req.resume:  # what the job's children recorded so far counts against the limit
         spent = sum(row_cost(req.unit, t) for j in store.child_jobs(job_id) for t in store.trials(j.id))
     pre = preflight(ctx, gen.id, pool, req.attempts, req.unit, limit, spent,
-                    searching=bool(base.config.search_space or manual) or req.proposals > 0)
+                    searching=_searching(base.config, manual, req.proposals))
     hooks.message(pre.describe())
     if not req.resume and limit < pre.baseline_cost:
         raise InputError("--budget", None, f"{limit:g} {req.unit} cannot cover the baseline "
@@ -304,12 +304,16 @@ def _failed(run: _Run) -> list[Task]:
             and not any(r.passed for r in book.counted(BASELINE, t.name))]
 
 
+def _searching(cfg: Any, manual: list[dict[str, Any]], proposals: int) -> bool:
+    """Whether there are candidates to search: manual patches, a search_space or proposals to ask for."""
+    return cfg is not None and (bool(cfg.search_space or manual) or proposals > 0)
+
+
 def _control_cap(run: _Run) -> int | None:
     """Controls may take half of what the baseline left, so the search is not starved (None: no cap,
     as when the unit is tokens, which controls do not spend, or when there is nothing to search)."""
-    cfg, left = run.base.config, run.runner.remaining()
-    searching = cfg is not None and (bool(cfg.search_space or run.manual) or run.req.proposals > 0)
-    if left is None or run.req.unit == "tokens" or not searching:
+    left = run.runner.remaining()
+    if left is None or run.req.unit == "tokens" or not _searching(run.base.config, run.manual, run.req.proposals):
         return None
     return max(0, int(left / 2 / max(run.per_control, 1e-9)))
 
