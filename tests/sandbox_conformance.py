@@ -149,6 +149,8 @@ class SandboxConformance:
         assert f"{sandbox.workdir}/written.txt" in changed
         assert f"{sandbox.workdir}/keep.txt" in baseline
         assert all(p.startswith("/") for p in changed)
+        kinds = sandbox.changes()  # docker diff's kinds: 0 modified, 1 added, 2 deleted
+        assert set(kinds) == changed and kinds[f"{sandbox.workdir}/written.txt"] == 1
 
     def test_snapshot_then_start_sees_the_files(self, sandbox: Sandbox, provider: SandboxProvider) -> None:
         sandbox.exec("echo from-agent > state.txt", timeout=30)

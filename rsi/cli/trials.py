@@ -59,6 +59,14 @@ def show(
     )
     if row.error_message:
         console.print(row.error_message, style="yellow", markup=False, highlight=False)
+    if row.tamper_reasons:
+        console.print("changes that void the pass (path, rule):", markup=False, highlight=False)
+        for reason in row.tamper_reasons:
+            console.print(f"  {reason}", style="red", markup=False, highlight=False)
+    vouched = fidelity.get("package_manager")
+    if vouched:
+        console.print(f"installed by a package manager and vouched for: {vouched.get('vouched', 0)} changed paths "
+                      f"outside the writable roots", markup=False, highlight=False)
     for base, what in (fidelity.get("base_substitution") or {}).items():
         console.print(f"base image {base} was a local substitute: {what}", markup=False, highlight=False)
     shim = fidelity.get("verifier_shim")
@@ -83,4 +91,4 @@ def _fidelity(result: Path) -> dict[str, Any]:
         extra = json.loads(result.read_text()).get("extra") or {}
     except (OSError, ValueError):
         return {}
-    return {k: extra[k] for k in ("base_substitution", "verifier_shim") if extra.get(k)}
+    return {k: extra[k] for k in ("base_substitution", "verifier_shim", "package_manager") if extra.get(k)}

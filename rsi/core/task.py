@@ -39,6 +39,7 @@ class RsiMetadata(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     family: str = "misc"
+    template: str | None = None  # `<family>/<template>`: the unit of evaluation (DESIGN §4.1)
     difficulty: int = Field(default=1, ge=0, le=10)
     split: Split = "train"
     generator: str | None = None
@@ -71,7 +72,8 @@ class VerifierSection(_Loose):
     network_mode: NetworkMode | None = None
     allowed_hosts: list[str] = Field(default_factory=list)
     # Harbor: `shared` runs test.sh in the agent's container (integrity level 3), `separate` in a
-    # fresh one. Unset: Harbor's default (shared) for Harbor-schema tasks, the contract's otherwise.
+    # fresh one. Unset (Harbor's own default is shared): the contract's `grading.verifier_mode`, so a
+    # Harbor-format task is graded at the snapshot level unless it asks for `shared` by name.
     environment_mode: Literal["shared", "separate"] | None = None
     # Harbor's separate verifier environment of its own (an image/Dockerfile table): refused, see refusals().
     environment: dict[str, Any] | None = None
@@ -185,9 +187,8 @@ class TaskSpec(BaseModel):
 
     @property
     def environment_mode(self) -> Literal["shared", "separate"] | None:
-        if self.verifier.environment_mode is not None:
-            return self.verifier.environment_mode
-        return "shared" if self.schema_version is not None else None
+        """The verifier mode the task asks for by name; None leaves it to the contract."""
+        return self.verifier.environment_mode
 
     @property
     def family(self) -> str:

@@ -1,32 +1,25 @@
-"""The rules that decide a verdict, kept small and pure: rewards, grading policy, tamper findings.
+"""The rules that decide a verdict, kept small and pure: rewards and the grading policy.
 
 Grading fails closed (DESIGN §5). A task that declares the paths its verifier reads
 (`[verifier] reads`) is graded at level 1: the verifier starts from the pristine image with only
-those paths copied in. Otherwise level 2: the agent's container is frozen, every changed path
-must lie under the contract's writable roots (an allow-list a task may widen), and the verifier
-starts from a snapshot. In both, a new file that would shadow a standard-library module or an
-executable on the image's PATH voids the pass, and no ignore pattern applies outside the
-writable roots.
+those paths copied in. Otherwise level 2 (also for Harbor-format tasks that do not ask for
+`environment_mode = "shared"` by name): the agent's container is frozen, its changes are checked
+against the contract's writable roots (an allow-list a task may widen) and the change rules of
+tamper.py, and the verifier starts from a snapshot. Level 3 (`shared`) only when the task or the
+contract asks for it.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import math
 import posixpath
-import sys
 from dataclasses import dataclass, field
 
 from rsi.core.contract import Contract
 from rsi.core.errors import InputError
 from rsi.core.task import Task
 from rsi.core.trial import ErrorType, Integrity
-
-# Modules a verifier might import, by top-level name. Interpreter-startup hooks are included:
-# `sitecustomize` in a directory on sys.path runs before any test code.
-STDLIB_MODULES: frozenset[str] = frozenset(sys.stdlib_module_names) | {"sitecustomize", "usercustomize"}
-_NOT_IMPORTED = {"antigravity", "this", "idlelib", "turtledemo", "test"}
 
 
 class RewardError(Exception):
@@ -157,64 +150,3 @@ def leaves(changed: list[str]) -> list[str]:
             ancestors.add(parent)
             parent = posixpath.dirname(parent)
     return sorted(p for p in paths if p not in ancestors)
-
-
-def _module_name(basename: str) -> str | None:
-    if basename.endswith((".py", ".pyc")):
-        return basename.rsplit(".", 1)[0]
-    if basename.endswith(".so"):
-        return basename.split(".", 1)[0]
-    return basename if "." not in basename else None
-
-
-def tamper_findings(
-    changed: list[str],
-    policy: GradingPolicy,
-    *,
-    path_dirs: list[str] | tuple[str, ...] = (),
-    exempt: list[str] | tuple[str, ...] = (),
-    stdlib: frozenset[str] = STDLIB_MODULES,
-) -> list[tuple[str, str]]:
-    """(path, reason) for each changed path that voids a pass under `policy`.
-
-    `path_dirs` is the image's PATH; `exempt` lists paths rsi's own agent runtime wrote (the
-    oracle's /solution). Level 1 judges only what is copied into the verifier (the declared reads);
-    level 2 judges every change; level 3 (shared) only protected paths.
-    """
-    out: list[tuple[str, str]] = []
-    modules = stdlib - _NOT_IMPORTED
-    path_set = {posixpath.normpath(d) for d in path_dirs if d.startswith("/")}
-    for p in leaves(changed):
-        if any(under(p, e) for e in exempt):
-            continue
-        if policy.integrity == "declared_outputs" and not any(under(p, r) for r in policy.reads):
-            continue
-        if any(under(p, pr) for pr in policy.protected):
-            out.append((p, "changes a protected path"))
-            continue
-        if policy.integrity == "shared":
-            # Level 3 is Harbor's trust level: the tests run among whatever the agent did (installs
-            # included); only protected paths void, and the contract keeps such trials out of
-            # training and promotion (grading.training_integrity / promotion_integrity).
-            continue
-        if not any(under(p, r) for r in policy.writable_roots):
-            out.append((p, "is outside the writable roots"))
-            continue
-        if any(fnmatch.fnmatch(p, pat) for pat in policy.ignore):
-            continue
-        parent, base = posixpath.split(p)
-        if parent in path_set:
-            out.append((p, f"is a new executable in {parent}, which is on the image's PATH"))
-            continue
-        # Direct children of the workdir (the verifier's cwd, sys.path[0] for `python3 -`) and of
-        # each writable root; a package directory shows as its children (json/__init__.py).
-        for root in (policy.workdir, *policy.writable_roots):
-            rel = p[len(root.rstrip("/")) + 1:] if under(p, root) and p != root else None
-            if not rel:
-                continue
-            first = rel.split("/", 1)[0]
-            name = _module_name(first) if "/" not in rel else (first if "." not in first else None)
-            if name in modules and ("/" not in rel or rel.split("/", 1)[1].startswith("__init__.")):
-                out.append((p, f"shadows the standard-library module {name}"))
-                break
-    return out

@@ -33,7 +33,9 @@ from rsi.core.harness_config import HarnessConfig
 from rsi.core.limits import EffectiveLimits, effective_limits
 from rsi.core.task import Task, resolve_env
 from rsi.core.trial import RETRYABLE, ErrorType, Timings, TrialResult
-from rsi.exec.grading import grading_policy, tamper_findings
+from rsi.exec.evidence import gather, vouch_record
+from rsi.exec.grading import grading_policy
+from rsi.exec.tamper import tamper_findings
 from rsi.exec.verify import (
     VerifierRun,
     judge,
@@ -344,10 +346,15 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
 
         t = time.monotonic()
         _collect_artifacts(box, task, plan.trial_dir)
-        changed = box.changed_paths()
+        changes = box.changes()
+        changed = sorted(changes)
         image_env = env.provider.image_env(image.tag)
         path_dirs = image_env.get("PATH", "").split(":")
-        findings = tamper_findings(changed, policy, path_dirs=path_dirs, exempt=outcome.exempt_paths)
+        python_first = [*image_env.get("PYTHONPATH", "").split(":"),
+                        *resolve_env(task.spec.verifier.env, os.environ).get("PYTHONPATH", "").split(":")]
+        evidence = gather(box, changes, policy, path_dirs, outcome.exempt_paths)
+        findings = tamper_findings(changes, policy, path_dirs=path_dirs, python_first=python_first,
+                                   exempt=outcome.exempt_paths, evidence=evidence)
         vtimeout = plan.limits.verifier_timeout_sec
         tests_dir = Path(task.path) / "tests"
         # uv / uvx (and a Python, if the image lacks the one asked for) for a TB 2.x test.sh, offline; recorded
@@ -406,6 +413,8 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
         )
         if shim is not None:
             r.extra["verifier_shim"] = shim.record
+        if evidence.records.installed or evidence.unread:
+            r.extra["package_manager"] = vouch_record(changes, policy, evidence)
         subs = _substitutions(env, task)
         if subs:
             r.extra["base_substitution"] = subs

@@ -136,6 +136,9 @@ class ScriptedSandbox:
     def changed_paths(self) -> list[str]:
         return sorted(self.files)
 
+    def changes(self) -> dict[str, int]:
+        return dict.fromkeys(self.files, 1)
+
     def snapshot(self, labels: dict[str, str]) -> str:
         return "scripted-snapshot"
 

@@ -133,6 +133,10 @@ class Sandbox(Protocol):
         """Absolute paths added, changed or deleted since the sandbox started (like `docker diff`)."""
         ...
 
+    def changes(self) -> dict[str, int]:
+        """The same paths with their kind, as `docker diff` gives it: 0 modified, 1 added, 2 deleted."""
+        ...
+
     def freeze(self) -> None:
         """Stop every process in the sandbox; its filesystem stays readable (changed_paths,
         get_file, get_archive, snapshot). Commands can no longer run. Idempotent."""

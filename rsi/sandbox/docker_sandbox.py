@@ -197,6 +197,9 @@ class DockerSandbox:
     # -- state
 
     def changed_paths(self) -> list[str]:
+        return sorted(self.changes())
+
+    def changes(self) -> dict[str, int]:
         changes = self._changes_from_upper_dir()
         if changes is None:
             diff = self._call("diff", self._api.diff, self.id) or []
@@ -339,7 +342,7 @@ class DockerSandbox:
         return call(f"{what} in {self.id[:12]}", fn, *args, attempts=RETRY_ATTEMPTS if retry else 1, **kwargs)
 
 
-def _without_init_mountpoint(changes: dict[str, int]) -> list[str]:
+def _without_init_mountpoint(changes: dict[str, int]) -> dict[str, int]:
     """Drop the empty file docker creates to mount its init, and the directories it "changed".
 
     Left in, every trial would show a change under /usr/sbin and trip the tamper check. A real
@@ -353,6 +356,6 @@ def _without_init_mountpoint(changes: dict[str, int]) -> list[str]:
             if changes.get(parent) == 0:  # Kind 0 = modified
                 del changes[parent]
             parent = os.path.dirname(parent)
-    return sorted(changes)
+    return changes
 
 

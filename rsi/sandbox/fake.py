@@ -196,10 +196,14 @@ class FakeSandbox:
         return res
 
     def changed_paths(self) -> list[str]:
+        return sorted(self.changes())
+
+    def changes(self) -> dict[str, int]:
         self._check()
         now = _listing(self.root)
         keys = set(now) | set(self._baseline)
-        return sorted("/" + k for k in keys if now.get(k) != self._baseline.get(k))
+        return {"/" + k: (1 if k not in self._baseline else 2 if k not in now else 0)
+                for k in keys if now.get(k) != self._baseline.get(k)}
 
     def snapshot(self, labels: dict[str, str]) -> str:
         self._check()

@@ -3,7 +3,10 @@
 A TB1 task (`task.yaml`, `Dockerfile`, `docker-compose.yaml` with one service, `run-tests.sh`,
 `solution.sh`, `tests/`) becomes `instruction.md`, `task.toml`, `environment/`, `tests/` (with a
 `test.sh` that runs `run-tests.sh` and writes the reward from its exit status) and `solution/`. TB1
-runs its tests in the agent's container, so the task says `environment_mode = "shared"`. Every
+ran its tests in the agent's container; rsi grades an import at the snapshot level (a fresh
+verifier container from the frozen agent container: the same files, none of the agent's
+processes), so its trials can feed training and promotion. A task whose tests talk to a service
+the agent left running can say `environment_mode = "shared"` in its task.toml. Every
 imported task records where it came from in `[metadata.rsi] origin`. Nothing is written for a task
 that does not convert: the whole task is built in a temp directory and moved into place.
 """
@@ -55,8 +58,7 @@ def _tb1_task_toml(meta: dict[str, Any], origin: str) -> str:
         "tags = [" + ", ".join(_toml_str(str(t)) for t in tags) + "]", "",
         "[metadata.rsi]", f"family = {_toml_str(category)}", f"origin = {_toml_str(origin)}", "",
         "[agent]", f"timeout_sec = {float(meta.get('max_agent_timeout_sec') or 900):g}", "",
-        "[verifier]", f"timeout_sec = {float(meta.get('max_test_timeout_sec') or 180):g}",
-        'environment_mode = "shared"', "",
+        "[verifier]", f"timeout_sec = {float(meta.get('max_test_timeout_sec') or 180):g}", "",
         # TB1 ran its compose service on Docker's default network (its run-tests.sh fetch uv and pytest);
         # the contract's ceiling still decides what a trial gets.
         "[environment]", 'network_mode = "public"', "",

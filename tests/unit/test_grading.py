@@ -10,7 +10,8 @@ from rsi.core.contract import Contract
 from rsi.core.errors import InputError
 from rsi.core.task import Task, TaskSpec
 from rsi.core.trial import ErrorType
-from rsi.exec.grading import GradingPolicy, RewardError, grading_policy, leaves, parse_reward, tamper_findings
+from rsi.exec.grading import GradingPolicy, RewardError, grading_policy, leaves, parse_reward
+from rsi.exec.tamper import tamper_findings
 
 KEY = "reward"
 CONTRACT = Contract.model_validate({"hcp": "1.0.0", "substrate": {"tools": {}}})
@@ -109,7 +110,7 @@ def test_writes_under_writable_roots_are_fine_and_ancestors_are_not_judged() -> 
 def test_a_change_outside_the_allow_list_voids_even_in_unlisted_system_dirs() -> None:
     # /usr/local/bin comes first on PATH and was not on the old deny-list: a planted interpreter.
     found = tamper_findings(["/usr", "/usr/local", "/usr/local/bin", "/usr/local/bin/python3"], _policy())
-    assert found == [("/usr/local/bin/python3", "is outside the writable roots")]
+    assert found == [("/usr/local/bin/python3", "is outside the writable roots and no package manager vouches for it")]
     assert _paths(["/etc/profile.d/x.sh"]) == ["/etc/profile.d/x.sh"]
 
 
@@ -183,8 +184,15 @@ def test_integrity_levels() -> None:
     assert grading_policy(_task(), shared).integrity == "shared"
 
 
-def test_shared_level_voids_only_protected_paths() -> None:
+def test_shared_level_lets_the_agent_add_files_but_applies_the_change_rules() -> None:
     shared = CONTRACT.model_copy(update={"grading": CONTRACT.grading.model_copy(update={"verifier_mode": "same"})})
     policy = grading_policy(_task(), shared)
-    assert _paths(["/usr/local/lib/python3.11/site-packages/x.py", "/app/json.py"], policy) == []
+    added = {"/srv/index.txt": 1, "/usr/local/lib/python3.11/site-packages/x.py": 1}
+    assert _paths(added, policy) == []
     assert _paths(["/tests/test.sh"], policy) == ["/tests/test.sh"]
+    # the three classes Harbor's shared mode let through: stdlib shadow, planted interpreter, replaced tool
+    assert _paths({"/app/json.py": 1}, policy) == ["/app/json.py"]
+    assert _paths({"/usr/local/bin/python3": 1}, policy, path_dirs=["/usr/local/bin", "/usr/bin"]) == \
+        ["/usr/local/bin/python3"]
+    found = tamper_findings({"/usr/bin/cat": 0}, policy)
+    assert found and "modifies an image file outside the writable roots" in found[0][1]

@@ -7,7 +7,8 @@ import pytest
 from rsi.core.contract import Contract
 from rsi.core.errors import InputError
 from rsi.core.limits import effective_limits
-from rsi.core.task import parse_task_toml, resolve_env
+from rsi.core.task import Task, parse_task_toml, resolve_env
+from rsi.exec.grading import grading_policy
 
 FILE = "/tasks/harbor-task/task.toml"
 
@@ -54,7 +55,9 @@ def test_a_terminal_bench_2_task_toml_parses_unchanged() -> None:
     assert spec.task.authors[0]["name"] == "Someone" and spec.task.keywords == ["files"]
     assert spec.environment.docker_image and spec.environment.storage_mb == 10240 and spec.environment.gpus == 0
     assert spec.network() == "public"  # allow_internet = true, as Harbor maps it
-    assert spec.environment_mode == "shared"  # Harbor's default for a Harbor-schema task
+    assert spec.environment_mode is None  # not Harbor's weak default: the contract decides (snapshot)
+    assert grading_policy(Task(name="t", path="/t", spec=spec, instruction="x", digest="d", env_digest="e",
+                               has_solution=True), CONTRACT).integrity == "snapshot"
     # ... but the contract's ceiling rules: no network on this contract
     assert effective_limits(spec, CONTRACT, None).network is False
 
@@ -193,7 +196,9 @@ def test_a_bad_deprecated_size_names_the_field() -> None:
 
 def test_verifier_environment_mode() -> None:
     assert parse_task_toml('[verifier]\nenvironment_mode = "separate"\n', FILE).environment_mode == "separate"
-    assert parse_task_toml('schema_version = "1.2"\n', FILE).environment_mode == "shared"
+    assert parse_task_toml('schema_version = "1.2"\n', FILE).environment_mode is None  # snapshot, not shared
+    assert parse_task_toml('schema_version = "1.2"\n[verifier]\nenvironment_mode = "shared"\n',
+                           FILE).environment_mode == "shared"
     assert parse_task_toml('version = "1.0"\n', FILE).environment_mode is None  # the contract decides
 
 
