@@ -10,8 +10,9 @@ it does) the first rule that applies decides:
    `.md5sums` rewritten without dpkg installing the package is a forgery and voids;
 4. a module where the verifier's interpreter looks first (the workdir, PYTHONPATH, the direct
    children of a writable root) that shadows the standard library voids; so does a Python
-   startup hook (`*.pth`, `sitecustomize`, `usercustomize`) in a site directory no package
-   manager installed;
+   startup hook (`*.pth`, `sitecustomize`, `usercustomize`) in a site directory, the dynamic
+   loader's configuration (`/etc/ld.so.preload`) or a pytest configuration at `/`, unless a
+   package manager installed it;
 5. a new executable in a PATH directory that shadows a name found later on the image's PATH voids
    unless a package manager installed it;
 6. outside the writable roots: at the snapshot level every change voids unless a package manager
@@ -38,6 +39,13 @@ STDLIB_MODULES: frozenset[str] = frozenset(sys.stdlib_module_names) | {"sitecust
 _NOT_IMPORTED = {"antigravity", "this", "idlelib", "turtledemo", "test"}
 _HOOKS = {"sitecustomize", "usercustomize"}
 _SITE_DIR = re.compile(r"/(site|dist)-packages(/|$)|^/usr(/local)?/lib/python3(\.\d+)?(/|$)")
+
+# Files that change how every process starts (the dynamic loader) or what the verifier's pytest loads
+# (configuration at /, the only ancestor of /tests): never the agent's to add, at any level.
+STARTUP_CONFIG: tuple[str, ...] = (
+    "/etc/ld.so.preload", "/etc/ld.so.conf", "/etc/ld.so.conf.d/*", "/etc/environment",
+    "/conftest.py", "/pytest.ini", "/tox.ini", "/setup.cfg", "/pyproject.toml", "/.pytest.ini",
+)
 
 ADDED, MODIFIED, DELETED = 1, 0, 2
 
@@ -163,6 +171,10 @@ def tamper_findings(
             continue
         if kind != DELETED and (name := _stdlib_shadow(p, first_roots, modules)):
             out.append((p, f"shadows the standard-library module {name}"))
+            continue
+        if kind != DELETED and any(fnmatch.fnmatch(p, pat) for pat in STARTUP_CONFIG) and not vouched(p):
+            out.append((p, "configures how every process or the verifier's pytest starts, and no package "
+                           "manager installed it"))
             continue
         if kind != DELETED and is_startup_hook(p) and not vouched(p):
             out.append((p, "is a Python startup hook (.pth / sitecustomize) that no package manager installed: "

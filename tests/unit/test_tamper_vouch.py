@@ -146,3 +146,10 @@ def test_package_state_is_bookkeeping_and_a_deleted_image_file_is_not() -> None:
     assert [p for p, _ in _findings({"/etc/ld.so.cache": 0}, {})] == ["/etc/ld.so.cache"]  # no install happened
     found = _findings({"/usr/bin/cat": 2}, {"/usr/bin/cat": Entry("absent")})
     assert [p for p, _ in found] == ["/usr/bin/cat"]
+
+
+def test_loader_and_pytest_configuration_void_even_at_the_shared_level() -> None:
+    for path in ("/etc/ld.so.preload", "/conftest.py", "/etc/ld.so.conf.d/zz.conf"):
+        for mode in (None, "shared"):
+            found = _findings({path: 1}, {path: file_entry(b"/tmp/evil.so\n", 0o644)}, _policy(mode))
+            assert [p for p, _ in found] == [path] and "starts" in found[0][1], (path, mode, found)
