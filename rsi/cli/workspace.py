@@ -50,7 +50,7 @@ def doctor(
     else:
         table = Table(show_header=True, header_style="bold")
         for col in ("check", "status", "detail", "fix"):
-            table.add_column(col)
+            table.add_column(col, overflow="fold")  # a fix is a command to copy: never cut short
         for c in checks:
             table.add_row(c.name, "[green]ok[/]" if c.ok else "[red]missing[/]", c.detail, c.fix or "")
         console.print(table)

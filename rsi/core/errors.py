@@ -47,6 +47,22 @@ class NotFoundError(RsiError):
     exit_code = 2
 
 
+class StoreError(RsiError):
+    """The workspace's database cannot be used as it is: damaged, not rsi's, or from a newer rsi.
+
+    Names the file, what is wrong with it and the fix, in one line; exit code 2. Raised before
+    anything is written to the file.
+    """
+
+    exit_code = 2
+
+    def __init__(self, file: str, problem: str, fix: str) -> None:
+        self.file = file
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{file}: {problem}; {fix}")
+
+
 class InfraError(RsiError):
     """A transient failure of something outside the model (Docker daemon, model endpoint).
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rsi.core.errors import RsiError
+from rsi.core.errors import RsiError, StoreError
 from rsi.loop.context import WorkspaceContext
 from rsi.store.paths import Workspace
 
@@ -70,6 +70,7 @@ def run_checks(root: Path | None, *, start_model: bool = True, task_paths: list[
     checks: list[Check] = []
     ws = Workspace.locate(root)
     ctx: WorkspaceContext | None = None
+    damaged = False
     if not ws.exists():
         checks.append(Check("workspace", False, f"{ws.root} has no rsi.yaml", f"rsi init {ws.root}"))
     else:
@@ -78,6 +79,9 @@ def run_checks(root: Path | None, *, start_model: bool = True, task_paths: list[
             gens = ctx.store.list_generations()
             checks.append(Check("database", bool(gens), f"{ws.db_path} ({len(gens)} generations)",
                                 None if gens else f"rsi init {ws.root}"))
+        except StoreError as e:  # damaged, foreign or newer: the fix is to move it aside, not `rsi init`
+            checks.append(Check("database", False, f"{e.file} {e.problem}", e.fix))
+            damaged = True
         except Exception as e:  # noqa: BLE001 - report, don't crash
             checks.append(Check("database", False, f"{ws.db_path}: {e}", f"rsi init {ws.root}"))
 
@@ -101,7 +105,11 @@ def run_checks(root: Path | None, *, start_model: bool = True, task_paths: list[
     if docker_ok and task_paths:
         checks += base_tag_checks(task_paths)
 
-    model_check, info = _model_check(ctx, start_model)
+    if damaged:  # the generation whose model to check is in the store
+        model_check, info = Check("model endpoint", False, "not checked: the generation it serves is recorded in "
+                                  "the database", "fix the database first (see its row)"), None
+    else:
+        model_check, info = _model_check(ctx, start_model)
     checks += [model_check, _sizing_check(info)]
     return checks
 

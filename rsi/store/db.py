@@ -1,7 +1,10 @@
 """Engine creation and migrations.
 
 SQLite in WAL mode at `<workspace>/.rsi/rsi.db` by default; `RSI_DATABASE_URL` overrides. The
-schema is brought to head with alembic on every open, so a blank file becomes a full database.
+schema is brought to head with alembic on every open, so a missing file becomes a full database.
+A file that is there but is not an rsi store (damaged, foreign, from a newer rsi) is refused
+before anything is written to it (rsi.store.db_check), and damage met later in a query becomes
+the same one-line `StoreError`.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Engine, ExceptionContext, make_url
 from sqlmodel import create_engine
+
+from rsi.store.db_check import check_sqlite_file, damage_error, is_damage
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -35,8 +40,12 @@ def sqlite_file(url: str) -> Path | None:
 
 
 def make_engine(url: str) -> Engine:
+    """An engine on `url`; for a SQLite file that exists, only once the file is known to be an rsi store
+    (else a `StoreError` naming it and the fix)."""
     db_file = sqlite_file(url)
     if db_file is not None:
+        script = _script()
+        check_sqlite_file(db_file, {s.revision for s in script.walk_revisions()}, script.get_current_head())
         db_file.parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}
                            if url.startswith("sqlite") else {})
@@ -50,6 +59,14 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA busy_timeout=30000")
             cur.close()
 
+    if db_file is not None:
+        damaged_file = db_file
+
+        @event.listens_for(engine, "handle_error")
+        def _damaged(context: ExceptionContext) -> None:
+            if is_damage(context.original_exception):
+                raise damage_error(damaged_file, context.original_exception)
+
     return engine
 
 
@@ -59,8 +76,12 @@ def _alembic_config() -> Config:
     return cfg
 
 
+def _script() -> ScriptDirectory:
+    return ScriptDirectory.from_config(_alembic_config())
+
+
 def head_revision() -> str | None:
-    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    return _script().get_current_head()
 
 
 def current_revision(engine: Engine) -> str | None:
