@@ -15,6 +15,7 @@ from rsi.cli.common import console, err_console, errors, open_context, print_jso
 from rsi.cli.progress import TrialBar, progress
 from rsi.loop.hooks import CycleHooks
 from rsi.loop.hooks import Progress as RunProgress
+from rsi.report.jobs import integrity_text
 
 if TYPE_CHECKING:
     from rsi.loop.cycle import CycleOutcome
@@ -71,7 +72,8 @@ def summary(out: CycleOutcome) -> Table:
               f"{d.get('admitted', 0)} admitted of {d.get('candidates', 0)} ({d.get('holdout', 0)} holdout)"
               if d else "-")
     t.add_row("expand", _fmt(e.get("job")), _fmt(e.get("status")), f"{out.split['expand']:g}",
-              (f"baseline {_fmt(e.get('baseline_rate'), True)}, {e.get('trials', 0)} trials; adopted "
+              (f"baseline {_fmt(e.get('baseline_rate'), True)}, {e.get('trials', 0)} trials"
+               + (f" ({integrity_text(e['integrity'])})" if e.get("integrity") else "") + "; adopted "
                + (str(e.get("adopted")) if e.get("adopted_new") else "none (baseline stays)")) if e else "-")
     t.add_row("update", _fmt(u.get("run")), _fmt(u.get("status")), "0",
               (f"{u.get('candidate')}: {u.get('accepted')} accepted trajectories, {u.get('steps')} steps"

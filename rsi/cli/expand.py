@@ -13,6 +13,7 @@ from rsi.cli.progress import TrialBar, progress
 from rsi.core.errors import InputError
 from rsi.loop.hooks import ExpandHooks
 from rsi.loop.hooks import Progress as RunProgress
+from rsi.report.jobs import integrity_text
 
 if TYPE_CHECKING:
     from rsi.loop.expand import ExpandOutcome
@@ -101,6 +102,7 @@ def render(out: ExpandOutcome) -> None:
     t.add_row("budget", f"{spent.get('all', 0):g} of {out.budget['limit']:g} {out.budget['unit']} ("
               + ", ".join(f"{k} {v:g}" for k, v in spent.items() if k != "all") + ")")
     t.add_row("trials / wall", f"{out.trials} / {out.wall_sec:.0f} s")
+    t.add_row("integrity", integrity_text(out.integrity))
     console.print(t)
     ct = Table(title="configs (per-task Pareto front below)")
     for col in ("config", "solved", "run", "pass rate", "Wilson 95%", "regressions"):

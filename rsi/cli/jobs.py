@@ -69,7 +69,7 @@ def run(
 
 
 def render_summary(job, trials) -> None:  # type: ignore[no-untyped-def]
-    from rsi.report.jobs import summarize
+    from rsi.report.jobs import integrity_text, summarize
 
     s = summarize(job, trials)
     console.print(f"[bold]{job.id}[/]  {job.status}  {len(s.arms)} arm(s)", highlight=False)
@@ -86,6 +86,7 @@ def render_summary(job, trials) -> None:  # type: ignore[no-untyped-def]
         if s.k > 1:
             rates += f"   pass@{s.k} [bold]{a.pass_at_k:.3f}[/]"
         console.print(f"{rates}   trials {a.trials}   infra errors {a.infra_errors}")
+        console.print(f"integrity: {integrity_text(a.integrity)}", highlight=False)
     if s.holdout_tasks:
         console.print(f"[yellow]{s.holdout_tasks} holdout task(s): sealed, these results never feed the loop[/]")
     if job.interrupted_reason and job.status == "interrupted":

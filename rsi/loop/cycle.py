@@ -290,7 +290,7 @@ class _Cycle:
         stopped = out.interrupted and "budget spent" not in (out.reason or "")
         self.record("expand", job=out.job_id, status="stopped" if stopped else "done", reason=out.reason,
                     baseline_rate=out.baseline.rate, adopted=out.adopted.get("name"),
-                    adopted_new=bool(out.adopted.get("new", True)), trials=out.trials)
+                    adopted_new=bool(out.adopted.get("new", True)), trials=out.trials, integrity=out.integrity)
         return f"expand stopped: {out.reason}" if stopped else None
 
     def replan_promote(self) -> None:

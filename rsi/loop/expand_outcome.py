@@ -15,6 +15,7 @@ from typing import Any
 
 from rsi.core.generation import GenerationManifest
 from rsi.core.harness_config import HarnessConfig
+from rsi.core.integrity import integrity_counts
 from rsi.core.pareto import Outcome
 from rsi.core.trial import is_infra
 from rsi.loop.arms import ArmPlan
@@ -162,6 +163,8 @@ class ExpandOutcome:
     complete: bool = True
     refused: list[dict[str, Any]] = field(default_factory=list)
     infra_trials: int = 0
+    # the `trials` above per integrity level they were graded at (rsi.core.integrity)
+    integrity: dict[str, int] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -246,7 +249,8 @@ def build_outcome(ctx: WorkspaceContext, job_id: str, gen: GenerationManifest, b
                   "covered": o.covered},
         best=_line(o, o.best, digest_of.get(o.best)), adopted=adopted, configs=configs, front=o.front,
         attribution=counts, budget=budget, trials=trials, wall_sec=round(wall, 1), interrupted=stop is not None,
-        reason=stop, complete=complete, refused=refused, infra_trials=len(done) - trials)
+        reason=stop, complete=complete, refused=refused, infra_trials=len(done) - trials,
+        integrity=integrity_counts(t.integrity for t in done if not is_infra(t.error_type)))
 
 
 def minimum_budget(pre: Preflight) -> int:

@@ -1,4 +1,5 @@
-"""Job summaries: per task passes/attempts, mean reward, error types; overall pass@1 and pass@K.
+"""Job summaries: per task passes/attempts, mean reward, error types; overall pass@1 and pass@K; trials per
+integrity level.
 
 Infra errors (sandbox, endpoint) are excluded from the rates: they say nothing about the model.
 """
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rsi.core.arm import Arm
+from rsi.core.integrity import LEVELS, NONE, integrity_counts
 from rsi.core.stats import pass_at_k
 from rsi.core.trial import is_infra
 from rsi.store.tables import JobRow, TrialRow
@@ -35,6 +37,7 @@ class ArmSummary:
     pass_at_k: float
     trials: int
     infra_errors: int
+    integrity: dict[str, int] = field(default_factory=dict)  # trials per integrity level
 
 
 @dataclass
@@ -48,6 +51,7 @@ class JobSummary:
     infra_errors: int
     arms: list[ArmSummary] = field(default_factory=list)
     holdout_tasks: int = 0
+    integrity: dict[str, int] = field(default_factory=dict)
 
 
 def _summarize_tasks(trials: list[TrialRow], k: int) -> tuple[list[TaskSummary], float, float, int]:
@@ -99,7 +103,8 @@ def summarize(job: JobRow, trials: list[TrialRow]) -> JobSummary:
     for arm_id, ts in by_arm.items():
         rows, p1, pk, infra = _summarize_tasks(ts, job.attempts)
         arms.append(ArmSummary(arm_id=arm_id, label=arm_label(ts[0]), tasks=rows, pass_at_1=p1, pass_at_k=pk,
-                               trials=len(ts), infra_errors=infra))
+                               trials=len(ts), infra_errors=infra,
+                               integrity=integrity_counts(t.integrity for t in ts)))
     rows, p1, pk, infra = _summarize_tasks(trials, job.attempts)
     return JobSummary(
         job_id=job.id,
@@ -111,7 +116,21 @@ def summarize(job: JobRow, trials: list[TrialRow]) -> JobSummary:
         infra_errors=infra,
         arms=arms,
         holdout_tasks=sum(1 for r in rows if r.holdout),
+        integrity=integrity_counts(t.integrity for t in trials),
     )
+
+
+def integrity_text(counts: dict[str, int]) -> str:
+    """`declared_outputs 3, snapshot 1, shared 0` (rich markup): every level, shared in yellow when some
+    trial was graded in the agent's own container, then trials with no level recorded where there are any."""
+    parts = []
+    for lvl in LEVELS:
+        n = counts.get(lvl, 0)
+        parts.append(f"[yellow]{lvl} {n}[/]" if lvl == "shared" and n else f"{lvl} {n}")
+    parts += [f"{k} {n}" for k, n in counts.items() if k not in LEVELS and k != NONE and n]
+    if counts.get(NONE):
+        parts.append(f"not recorded {counts[NONE]}")
+    return ", ".join(parts)
 
 
 def trial_json(t: TrialRow) -> dict[str, Any]:
@@ -156,9 +175,10 @@ def job_json(job: JobRow, trials: list[TrialRow]) -> dict[str, Any]:
         "infra_errors": s.infra_errors,
         "interrupted_reason": job.interrupted_reason,
         "holdout_tasks": s.holdout_tasks,
+        "integrity": s.integrity,
         "arms": [
             {"arm": a.arm_id, "label": a.label, "pass_at_1": a.pass_at_1, "pass_at_k": a.pass_at_k,
-             "trials": a.trials, "infra_errors": a.infra_errors}
+             "trials": a.trials, "infra_errors": a.infra_errors, "integrity": a.integrity}
             for a in s.arms
         ],
         "trials": [trial_json(t) for t in trials],

@@ -103,6 +103,8 @@ def test_run_on_missing_or_broken_tasks_writes_no_job(tmp_path: Path, workspace:
 def test_run_json_reports_every_trial(tmp_path: Path, workspace: WorkspaceContext) -> None:
     tasks = tmp_path / "tasks"
     make_task(tasks, "solved")
+    toml = tasks / "solved" / "task.toml"  # graded at level 1; "unsolved" declares no reads: level 2
+    toml.write_text(toml.read_text().replace("[verifier]\n", '[verifier]\nreads = ["/app/out.txt"]\n'))
     make_task(tasks, "unsolved", solve="echo wrong > /app/out.txt\n")
     ws = str(workspace.ws.root)
     res = rsi("-w", ws, "run", str(tasks), "--agent", "oracle", "-k", "2", "-n", "2", "--json")
@@ -117,8 +119,14 @@ def test_run_json_reports_every_trial(tmp_path: Path, workspace: WorkspaceContex
         assert t["error_type"] is None
         assert (t["passed"], t["reward"]) == ((True, 1.0) if t["task"] == "solved" else (False, 0.0))
     assert out["pass_at_1"] == 0.5
+    assert out["integrity"] == {"declared_outputs": 2, "snapshot": 2, "shared": 0, "none": 0}
+    assert {t["task"]: t["integrity"] for t in out["trials"]} == {"solved": "declared_outputs",
+                                                                   "unsolved": "snapshot"}
     shown = rsi("-w", str(workspace.ws.root), "jobs", "show", out["job"], "--json")
     assert shown.returncode == 0 and json.loads(shown.stdout)["trials"] == out["trials"]
+    # the summary `rsi run` prints at its end (`jobs show` prints the same) counts them per level
+    shown = rsi("-w", str(workspace.ws.root), "jobs", "show", out["job"])
+    assert "integrity: declared_outputs 2, snapshot 2, shared 0" in shown.stdout, shown.stdout
 
 
 def test_tasks_list_json(tmp_path: Path) -> None:

@@ -121,6 +121,13 @@ def test_cycle_runs_every_phase_and_records_them(ctx: WorkspaceContext, provider
     con.print(summary(out))
     text = con.export_text()
     assert all(ph[k]["job"] in text for k in ("discover", "expand", "promote")), text
+    # expand's trials per integrity level (the starter-like tasks declare their reads)
+    levels = ph["expand"]["integrity"]
+    assert sum(levels.values()) == ph["expand"]["trials"] > 0 and levels["shared"] == 0
+    wide = Console(width=400, record=True)
+    wide.print(summary(out))
+    assert f"declared_outputs {levels['declared_outputs']}, snapshot {levels['snapshot']}, shared 0" in (
+        wide.export_text())
 
 
 def test_a_stopped_cycle_resumes_without_rerunning_finished_phases(ctx: WorkspaceContext,

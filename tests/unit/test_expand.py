@@ -94,6 +94,15 @@ def test_expand_attributes_searches_and_adopts(ctx: WorkspaceContext, provider: 
     # the budget's figures are the trials actually recorded
     assert out.budget["spent"]["all"] == out.trials
     assert out.best.ci[0] < out.best.rate < out.best.ci[1]
+    # ... and every one of them is counted at the level it was graded at (these tasks declare no reads)
+    assert out.integrity == {"declared_outputs": 0, "snapshot": out.trials, "shared": 0, "none": 0}
+    assert out.as_json()["integrity"] == out.integrity
+    from rsi.cli.common import console
+    from rsi.cli.expand import render
+
+    with console.capture() as cap:
+        render(out)
+    assert f"declared_outputs 0, snapshot {out.trials}, shared 0" in cap.get()
 
 
 def test_preflight_refuses_a_budget_below_the_baseline(ctx: WorkspaceContext, provider: FakeSandboxProvider) -> None:
