@@ -72,9 +72,16 @@ def show(
     shim = fidelity.get("verifier_shim")
     if shim:
         console.print("verifier tool shim:", markup=False, highlight=False)
-        for key in ("uv", "installer", "python", "ca_bundle", "env_passed", "why"):
+        for key in ("uv", "installer", "python", "apt", "requirements", "offline", "ca_bundle", "env_passed", "why"):
             if shim.get(key) not in (None, "", []):
                 console.print(f"  {key}: {shim[key]}", markup=False, highlight=False)
+        wheels = shim.get("wheels")
+        if isinstance(wheels, dict):
+            files, pythons = wheels.get("wheels") or [], ", ".join(wheels.get("pythons") or [])
+            console.print(f"  wheels: {len(files)} for python {pythons}, {wheels.get('source')}: {' '.join(files)}",
+                          markup=False, highlight=False)
+        elif wheels:
+            console.print(f"  wheels: none served ({wheels})", markup=False, highlight=False)
     traj = Path(row.trial_dir) / "trajectory.json"
     if traj.is_file():
         from rsi.report.trajectory import render_trajectory

@@ -7,8 +7,11 @@ Level 1 starts from the task's pristine image with only the declared reads copie
 from a snapshot of the frozen agent container. Level 3 (`shared`) runs test.sh in the agent's own
 container and freezes it before the reward is read. In every level test.sh runs in the task's
 workdir with the image's environment plus `[verifier] env`; a test.sh that fetches uv's installer or
-calls uv gets rsi's verify-time tool shim first (sandbox/tool_shim.py), and the trial records it.
-`judge` turns a verifier run, the tamper findings and the agent's outcome into the trial's verdict.
+calls uv (or installs with pip or apt-get) gets rsi's verify-time tool shim first (sandbox/tool_shim.py:
+its pinned requirements served offline from the host), and the trial records it. `judge` turns a
+verifier run, the tamper findings and the agent's outcome into the trial's verdict; a verifier that
+could not install its own tools (its output says so, exec/verifier_offline.py) is a `verifier_error`,
+blamed on the task.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from pathlib import Path
 from rsi.core.contract import Contract
 from rsi.core.trial import NEVER_PASS, ErrorType
 from rsi.exec.grading import GradingPolicy, RewardError, parse_reward
+from rsi.exec.verifier_offline import scripts_text, serve_wheels, setup_failure, task_needs
 from rsi.harness.agent import AgentOutcome
 from rsi.sandbox.base import ExecResult, Sandbox, SandboxError
-from rsi.sandbox.tool_shim import PythonFor, Shim, build_shim
+from rsi.sandbox.tool_shim import PythonFor, Shim, build_shim, wants_shim
 
 VERIFIER_DIR = "/logs/verifier"
 STAGE = ".rsi-stage"
@@ -47,11 +51,14 @@ def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
 
 def verifier_shim(tests_dir: Path, image_env: dict[str, str], python: PythonFor | None = None) -> Shim | None:
     """The verify-time tool shim this task's test.sh (or a script it runs: TB1's run-tests.sh) needs;
-    `python` adds an interpreter when the image lacks the one test.sh asks uv for."""
-    scripts = sorted(tests_dir.rglob("*.sh")) if tests_dir.is_dir() else []
-    text = "\n".join(p.read_text(errors="replace") for p in scripts if p.is_file())
+    `python` adds an interpreter when the image lacks the one test.sh asks uv for. The wheels of its
+    pinned requirements come from the host's cache (fetched there now if the job's preflight did not)."""
+    text = scripts_text(tests_dir)
+    needs = task_needs(tests_dir)
+    if not (wants_shim(text) or needs.requirements or needs.apt):
+        return None
     return build_shim(text, home=image_env.get("HOME") or "/root", image_path=image_env.get("PATH") or DEFAULT_PATH,
-                      python=python)
+                      python=python, wheels=serve_wheels(needs), needs=needs)
 
 
 def stage_archive(tests_dir: Path, reads: dict[int, bytes], shim: Shim | None = None) -> bytes:
@@ -179,6 +186,11 @@ def judge(
         if error is None and res.exit_code != 0 and reward is not None and reward >= g.pass_threshold:
             error = ErrorType.VERIFIER_ERROR
             message = f"tests/test.sh exited {res.exit_code} although its reward says {reward:g}; not a pass"
+    if error in (None, ErrorType.REWARD_MISSING, ErrorType.REWARD_INVALID) and not (
+            reward is not None and reward >= g.pass_threshold and res.exit_code == 0):
+        why = setup_failure(res.stdout, res.stderr)
+        if why is not None:  # the tests never ran: the task's verifier, not the solution, failed
+            error, message = ErrorType.VERIFIER_ERROR, f"the verifier could not set itself up (task-side): {why}"
     if findings:
         error = ErrorType.TAMPER_DETECTED
         message = "the agent changed paths that void a pass: " + "; ".join(f"{p} {why}" for p, why in findings[:10])

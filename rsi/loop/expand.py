@@ -40,6 +40,7 @@ from rsi.core.errors import ConfigError, InputError
 from rsi.core.search import STRATEGIES, next_cells
 from rsi.core.task import Task
 from rsi.exec.trial import TrialEnv
+from rsi.exec.verifier_offline import check_verifiers_offline
 from rsi.loop.arms import ArmPlan, resolve_arms
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.expand_candidates import (
@@ -163,6 +164,7 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
     if not tasks:
         raise InputError("--tasks", None, f"no train tasks in {ctx.ws.tasks_dir}" + (
             f" match '{req.tasks}'" if req.tasks else ""))
+    check_verifiers_offline(tasks, ctx.contract)  # refused before the expand job exists (exec/verifier_offline.py)
     if req.resume:
         job = store.get_job(req.resume)
         if job.params.get("tasks_fingerprint") != tasks_fingerprint(tasks):

@@ -31,6 +31,7 @@ from rsi.exec.base import Executor, TrialEvent
 from rsi.exec.grading import grading_policy
 from rsi.exec.local import EXECUTORS
 from rsi.exec.trial import TrialEnv
+from rsi.exec.verifier_offline import check_verifiers_offline
 from rsi.harness.agent import AGENTS
 from rsi.harness.builtin import load_agents
 from rsi.loop.arms import ArmPlan, arms_of_job, resolve_arms, trial_spec
@@ -117,6 +118,8 @@ def run_job(
     tasks = load_tasks(paths)
     for t in tasks:  # a task whose grading policy is invalid is refused before anything is written
         grading_policy(t, contract)
+    # ... and one whose verifier must set itself up offline and cannot (its wheels are fetched here, once)
+    check_verifiers_offline(tasks, contract)
     if existing is not None:
         arm_plans = arms_of_job(ctx, existing.id)
         agents = sorted({p.arm.agent for p in arm_plans}) or [existing.agent]

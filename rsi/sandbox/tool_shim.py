@@ -9,9 +9,14 @@ whose only way out is a PyPI (and Debian) mirror the installer cannot be fetched
   where the installer puts them (`$HOME/.local/bin`, with the installer's `env` file);
 - `curl` and `wget` wrappers in SHIM_BIN that answer a fetch of uv's installer with a stand-in
   script (it says what it is on stderr) and hand every other call to the real tool;
-- the host's CA bundle (`SSL_CERT_FILE`), so HTTPS to the same mirror the host uses verifies; the
-  host's uv index settings are passed on. The test dependencies themselves still come from PyPI, so
-  the verifier needs network (the task's `public` under a contract that allows it).
+- `apt-get` / `apt` wrappers (apt_shim.py) that answer `update` and installs of what rsi or the image
+  already provides (curl for uv's installer), and hand anything else to the real tool;
+- the wheels of the pinned requirements the scripts ask uv (or pip) for (`uvx -w pytest==8.4.1`, `uv add`,
+  `uv pip install`: verifier_needs.py), fetched once on the host (wheel_cache.py) and copied to
+  WHEELS, with uv's offline settings (UV_OFFLINE, UV_NO_INDEX, UV_FIND_LINKS; PIP_NO_INDEX and
+  PIP_FIND_LINKS for pip) when every requirement is served that way. A requirement that is not an exact
+  pin cannot be served: then uv keeps its index (the host's settings are passed on, with its CA bundle as
+  `SSL_CERT_FILE`), which a verifier without network cannot reach.
 
 Python comes from the image when it has the version test.sh asks uv for (`-p 3.13` finds `python3.13`
 on a python:3.13 image or on the trixie stand-in `rsi sandbox build-base --as` makes for it); on an
@@ -30,11 +35,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rsi.sandbox import apt_shim
 from rsi.sandbox.base import HostTree
+from rsi.sandbox.verifier_needs import VerifierNeeds, verifier_needs
+from rsi.sandbox.wheel_cache import WheelSet
 
 SHIM_DIR = "/usr/local/lib/rsi-shim"
 SHIM_BIN = f"{SHIM_DIR}/bin"
 SHIM_CA = f"{SHIM_DIR}/ca-certificates.crt"
+WHEELS = f"{SHIM_DIR}/wheels"
 HOST_CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
 # Host settings that point uv at the mirror the host uses; passed on when set.
 PASSED_ENV = ("UV_DEFAULT_INDEX", "UV_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INSECURE_HOST",
@@ -117,6 +126,19 @@ def wants_shim(test_sh: str) -> bool:
     return bool(_INSTALLER_URL.search(test_sh) or _USES_UV.search(test_sh))
 
 
+def offline_env(needs: VerifierNeeds, wheels: WheelSet | None) -> dict[str, str]:
+    """uv's (and pip's) settings that serve the verifier's requirements from WHEELS and nothing else; empty
+    when some requirement cannot be served so (not pinned, or its wheels could not be fetched)."""
+    if needs.unpinned or (needs.pinned and wheels is None):
+        return {}
+    env = {"UV_OFFLINE": "1", "UV_NO_INDEX": "1", "UV_PYTHON_DOWNLOADS": "never"}
+    if wheels is not None:
+        env["UV_FIND_LINKS"] = WHEELS
+        if needs.pip:
+            env.update({"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELS})
+    return env
+
+
 @functools.cache
 def host_uv() -> tuple[Path, Path, str] | None:
     """(uv, uvx, version) from the `uv` wheel installed beside rsi (else `uv` on PATH), or None."""
@@ -155,8 +177,13 @@ PythonFor = Callable[[str | None], "HostTree | str"]
 
 
 def build_shim(test_sh: str, *, home: str, image_path: str, host_env: dict[str, str] | None = None,
-               python: PythonFor | None = None) -> Shim | None:
-    """The shim for one verifier run, or None when `test.sh` needs none.
+               python: PythonFor | None = None, wheels: WheelSet | str | None = None,
+               needs: VerifierNeeds | None = None) -> Shim | None:
+    """The shim for one verifier run, or None when `test.sh` needs none (it neither uses uv nor installs
+    anything with pip or apt).
+
+    `wheels` are the fetched wheels of the scripts' pinned requirements (`needs`, read from `test_sh`
+    when not given), or why there are none.
 
     `python(version)` gives the interpreter to add when the image lacks the version test.sh asks for
     (the provider's `verifier_python` for the task's image), or says why none is added.
@@ -164,7 +191,8 @@ def build_shim(test_sh: str, *, home: str, image_path: str, host_env: dict[str, 
     When it needs one and the host has no uv wheel, the record says so (and no file is added), so
     the trial shows why `uvx` was missing rather than failing unexplained.
     """
-    if not wants_shim(test_sh):
+    needs = needs if needs is not None else verifier_needs(test_sh)
+    if not (wants_shim(test_sh) or needs.requirements or needs.apt):
         return None
     uv = host_uv()
     if uv is None:
@@ -182,8 +210,16 @@ def build_shim(test_sh: str, *, home: str, image_path: str, host_env: dict[str, 
     ]
     for name in ("curl", "wget"):
         files.append((f"{SHIM_BIN}/{name}", WRAPPER.format(name=name, dir=SHIM_DIR, bin=SHIM_BIN).encode(), 0o755))
+    provided = sorted({"curl", "wget"} - needs.other_use)
+    for name in apt_shim.NAMES:
+        text = apt_shim.wrapper(name, shim_dir=SHIM_DIR, shim_bin=SHIM_BIN, provided=provided)
+        files.append((f"{SHIM_BIN}/{name}", text.encode(), 0o755))
     env = {"PATH": f"{SHIM_BIN}:{image_path}" if image_path else SHIM_BIN}
     trees: list[HostTree] = []
+    served = wheels if isinstance(wheels, WheelSet) else None
+    if served is not None:
+        trees.append(HostTree(served.dir, WHEELS, "", f"{len(served.files)} wheels"))
+    offline = offline_env(needs, served)
     got = python(asked_python(test_sh)) if python is not None else "from the image (rsi added none)"
     if isinstance(got, HostTree):
         trees.append(got)
@@ -193,7 +229,8 @@ def build_shim(test_sh: str, *, home: str, image_path: str, host_env: dict[str, 
         files.append((SHIM_CA, ca.read_bytes(), 0o644))
         env["SSL_CERT_FILE"] = SHIM_CA
     host = os.environ if host_env is None else host_env
-    env.update({k: host[k] for k in PASSED_ENV if host.get(k)})
+    env.update({k: host[k] for k in PASSED_ENV if host.get(k) and not offline})
+    env.update(offline)
     record: dict[str, object] = {
         "used": True,
         "uv": f"uv {version} from the PyPI uv wheel ({uv_bin}), in {SHIM_BIN} (first on PATH) and {local_bin}",
@@ -202,5 +239,13 @@ def build_shim(test_sh: str, *, home: str, image_path: str, host_env: dict[str, 
         "ca_bundle": str(ca) if ca is not None else None,
         "python": got if isinstance(got, str) else got.note,
         "env_passed": sorted(k for k in env if k in PASSED_ENV),
+        "apt": f"apt-get/apt update answered offline; install answered for {', '.join(provided) or 'nothing rsi '}"
+               "provides and for what the image already has; anything else goes to the real apt-get",
+        "requirements": needs.pinned + [r.text for r in needs.unpinned],
+        "wheels": served.record() if served is not None else wheels,
+        "offline": (f"uv runs offline ({', '.join(sorted(offline))})"
+                    + (f", served from {WHEELS}" if served is not None else "") if offline else
+                    "uv keeps its index: " + "; ".join(needs.unprovided(lambda _p: True)
+                                                       or [f"the wheels are missing: {wheels}"])),
     }
     return Shim(files=files, env=env, record=record, trees=trees)

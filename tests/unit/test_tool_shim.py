@@ -137,3 +137,82 @@ def test_wget_writes_the_stand_in_where_wget_would(tmp_path: Path) -> None:
     assert piped.stdout == "# stand-in\n"
     subprocess.run([str(wget), "-q", "https://astral.sh/uv/install.sh"], env=env, cwd=tmp_path, check=True)
     assert (tmp_path / "install.sh").read_text() == "# stand-in\n"
+
+
+# -- apt-get / apt: answered offline for what rsi or the image provides, passed on otherwise
+
+def _apt(tmp: Path, name: str = "apt-get", provided: tuple[str, ...] = ("curl",)) -> tuple[Path, dict[str, str], Path]:
+    """The apt wrapper as it lands in the sandbox, run on the host against a fake real apt-get and dpkg-query."""
+    from rsi.sandbox import apt_shim
+
+    shim_dir, real = tmp / "shim", tmp / "real"
+    (shim_dir / "bin").mkdir(parents=True)
+    real.mkdir()
+    wrapper = shim_dir / "bin" / name
+    wrapper.write_text(apt_shim.wrapper(name, shim_dir=str(shim_dir), shim_bin=str(shim_dir / "bin"),
+                                        provided=provided))
+    log = tmp / "real.log"
+    (real / name).write_text(f'#!/bin/sh\necho "real {name} $*" >> {log}\necho "E: Unable to locate package $3"\n'
+                             "exit 100\n")
+    (real / "dpkg-query").write_text('#!/bin/sh\nfor a; do last="$a"; done\n'
+                                     '[ "$last" = libfoo1 ] && printf "install ok installed" && exit 0\nexit 1\n')
+    (real / "jq").write_text("#!/bin/sh\n")
+    for p in (wrapper, real / name, real / "dpkg-query", real / "jq"):
+        p.chmod(0o755)
+    return wrapper, {**os.environ, "PATH": f"{shim_dir / 'bin'}:{real}:/usr/bin:/bin"}, log
+
+
+def test_apt_get_update_and_an_install_of_what_is_provided_are_answered_offline(tmp_path: Path) -> None:
+    apt, env, log = _apt(tmp_path)
+    up = subprocess.run([str(apt), "update"], capture_output=True, text=True, env=env)
+    assert up.returncode == 0 and "rsi shim: apt-get update answered offline" in up.stderr
+    got = subprocess.run([str(apt), "install", "-y", "--no-install-recommends", "curl", "libfoo1=1.2", "jq"],
+                         capture_output=True, text=True, env=env)
+    assert got.returncode == 0, got.stderr
+    assert "curl: provided by rsi's shim" in got.stderr and "libfoo1: installed in the image" in got.stderr
+    assert "jq: its command is in the image" in got.stderr
+    assert not log.exists()  # the real apt-get never ran
+
+
+def test_apt_get_install_of_something_else_goes_to_the_real_apt_get(tmp_path: Path) -> None:
+    apt, env, log = _apt(tmp_path)
+    subprocess.run([str(apt), "update"], capture_output=True, env=env, check=True)
+    got = subprocess.run([str(apt), "install", "-y", "ffmpeg"], capture_output=True, text=True, env=env)
+    assert got.returncode == 100 and "Unable to locate package ffmpeg" in got.stdout
+    assert "rsi cannot provide ffmpeg offline; running the real apt-get" in got.stderr
+    # the update it answered runs for real first, so that with a network the install works as before
+    assert log.read_text().splitlines() == ["real apt-get update", "real apt-get install -y ffmpeg"]
+    plain = subprocess.run([str(apt), "clean"], capture_output=True, text=True, env=env)
+    assert plain.returncode == 100 and log.read_text().splitlines()[-1] == "real apt-get clean"
+
+
+def test_apt_answers_too_and_only_for_what_the_shim_stands_in_for(tmp_path: Path) -> None:
+    apt, env, log = _apt(tmp_path, "apt", provided=("rsi-fake-tool",))
+    ok = subprocess.run([str(apt), "install", "-y", "rsi-fake-tool"], capture_output=True, text=True, env=env)
+    assert ok.returncode == 0 and "rsi-fake-tool: provided by rsi's shim" in ok.stderr
+    apt, env, log = _apt(tmp_path / "no", "apt", provided=())
+    got = subprocess.run([str(apt), "install", "-y", "rsi-fake-tool"], capture_output=True, text=True, env=env)
+    assert got.returncode == 100 and log.read_text().strip() == "real apt install -y rsi-fake-tool"
+
+
+def test_the_shim_serves_the_fetched_wheels_offline(tmp_path: Path) -> None:
+    from rsi.sandbox.verifier_needs import verifier_needs
+    from rsi.sandbox.wheel_cache import WheelSet
+
+    wheels = WheelSet(tmp_path, "k", ["pytest==8.4.1"], ["3.13"], ["pytest-8.4.1-py3-none-any.whl"], fetched=False)
+    shim = build_shim(TB2 + "uvx -w pytest==8.4.1 pytest\n", home="/root", image_path="/usr/bin", wheels=wheels,
+                      host_env={"UV_DEFAULT_INDEX": "https://m/simple"})
+    assert shim is not None
+    assert {t.dest for t in shim.trees} == {tool_shim.WHEELS}
+    assert shim.env["UV_OFFLINE"] == "1" and shim.env["UV_NO_INDEX"] == "1"
+    assert shim.env["UV_FIND_LINKS"] == tool_shim.WHEELS and "UV_DEFAULT_INDEX" not in shim.env
+    assert {f"{SHIM_BIN}/apt-get", f"{SHIM_BIN}/apt"} <= {p for p, _, _ in shim.files}
+    assert shim.record["wheels"]["source"].startswith("from the host's cache")  # type: ignore[index]
+    assert "uv runs offline" in str(shim.record["offline"])
+    # an unpinned requirement cannot be served: uv keeps its index (and says why)
+    loose = build_shim("uvx ruff check\n", home="/root", image_path="/usr/bin", host_env={"UV_DEFAULT_INDEX": "x"})
+    assert loose is not None and "UV_OFFLINE" not in loose.env and loose.env["UV_DEFAULT_INDEX"] == "x"
+    assert "uvx ruff (not pinned" in str(loose.record["offline"])
+    pip = build_shim("pip install pytest==8.4.1\n", home="/root", image_path="/usr/bin", wheels=wheels,
+                     needs=verifier_needs("pip install pytest==8.4.1\n"))
+    assert pip is not None and pip.env["PIP_NO_INDEX"] == "1" and pip.env["PIP_FIND_LINKS"] == tool_shim.WHEELS
