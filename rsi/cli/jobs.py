@@ -104,12 +104,15 @@ def list_jobs(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List recent jobs: runs and phase jobs (discover, expand, promote, cycle) with the trials under them."""
+    from rsi.report.jobs import status_text
+
     with errors():
         store = open_context(ctx).store
         rows = [(j, *_figures(store, j)) for j in store.list_jobs(limit, top_level=not all_jobs)]
     if json_out:
         print_json([
-            {"job": j.id, "kind": j.kind, "parent": j.parent_job, "status": j.status, "agent": j.agent,
+            {"job": j.id, "kind": j.kind, "parent": j.parent_job, "status": j.status, "shown": status_text(j),
+             "agent": j.agent,
              "generation": j.generation, "trials": n, "pass_at_1": p1, "created_at": j.created_at}
             for j, n, p1 in rows
         ])
@@ -119,9 +122,9 @@ def list_jobs(
     table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False, header_style="bold underline")
     table.add_column("job", no_wrap=True, min_width=max((len(j.id) for j, _, _ in rows), default=3))
     for c in ("kind", "status", "agent", "gen", "trials", "pass@1"):
-        table.add_column(c)
+        table.add_column(c, no_wrap=c != "agent")  # at 80 columns, only agent may be shortened
     for j, n, p1 in rows:
-        table.add_row(j.id, j.kind, j.status, j.agent, j.generation or "-", str(n),
+        table.add_row(j.id, j.kind, status_text(j), j.agent, j.generation or "-", str(n),
                       "-" if p1 is None else f"{p1:.3f}")
     console.print(table)
 

@@ -133,6 +133,15 @@ def integrity_text(counts: dict[str, int]) -> str:
     return ", ".join(parts)
 
 
+def status_text(job: JobRow) -> str:
+    """A job's status as listings show it: one that ended on its budget cap is `stopped (budget)` (it stopped
+    as asked; `--resume` with a larger budget continues it), not `interrupted`, which is kept for Ctrl-C, a
+    lost endpoint or a crash."""
+    if job.status == "interrupted" and "budget spent" in (job.interrupted_reason or ""):
+        return "stopped (budget)"
+    return job.status
+
+
 def trial_json(t: TrialRow) -> dict[str, Any]:
     return {
         "id": t.id,

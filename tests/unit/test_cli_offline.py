@@ -91,6 +91,13 @@ def test_jobs_list_never_cuts_a_job_id_short(workspace: WorkspaceContext) -> Non
     workspace.store.create_job(job, agent="harness", generation="gen-0000", harness_config_digest=None, attempts=1,
                                concurrency=1, task_paths=[], tasks_fingerprint="fp", trials=[], kind="expand")
     workspace.store.mark_job_interrupted(job, "budget spent")
+    cut = "dis-20261204-151612-85e0cd"  # a job that did not end on its budget
+    workspace.store.create_job(cut, agent="harness", generation="gen-0000", harness_config_digest=None, attempts=1,
+                               concurrency=1, task_paths=[], tasks_fingerprint="fp", trials=[], kind="discover")
+    workspace.store.mark_job_interrupted(cut, "interrupted; finish it with `rsi discover --resume`")
     r = CliRunner().invoke(app, ["-w", str(workspace.ws.root), "jobs", "list"], env={"COLUMNS": "80"})
     assert r.exit_code == 0, r.output
-    assert job in r.output and "interrupted" in r.output
+    row = {ln.split()[0]: ln for ln in r.output.splitlines() if ln.strip()}
+    # a job that ended on its budget cap stopped as asked: it is not "interrupted"
+    assert "stopped (budget)" in row[job] and "interrupted" not in row[job], r.output
+    assert "interrupted" in row[cut] and "discover" in row[cut], r.output
