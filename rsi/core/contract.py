@@ -84,8 +84,16 @@ class Acceptance(_Strict):
     near_duplicate_threshold: float = Field(default=0.95, gt=0, le=1)
 
 
+# What the holdout split keeps whole: a task, a template (`<family>/<template>`) or a family. Tasks of one
+# template differ in names and data only, so a holdout split by task measures whether a template was learnt;
+# split by template, no template has tasks on both sides and the holdout measures transfer to unseen ones.
+HoldoutUnit = Literal["task", "template", "family"]
+
+
 class Promotion(_Strict):
     holdout_fraction: float = Field(default=0.2, gt=0, lt=1)
+    # the unit of the split and of the paired test (clustered on it); a task without a template is its own unit
+    holdout_unit: HoldoutUnit = "template"
     trials_per_task: int = Field(default=4, gt=0)
     min_delta: float = 0.0
     alpha: float = Field(default=0.05, gt=0, lt=1)

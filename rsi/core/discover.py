@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
+from hashlib import sha256
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from rapidfuzz import fuzz
 
-from rsi.core.contract import Contract
+from rsi.core.contract import Contract, HoldoutUnit
 from rsi.core.digest import digest_files, digest_obj
 from rsi.core.task import Split, TaskSpec
 
@@ -53,6 +54,7 @@ class TaskDraft(BaseModel):
 
     generator: str
     family: str
+    template: str | None = None  # `<family>/<template>`: the unit of evaluation (None: the task is its own)
     difficulty: int = Field(ge=0, le=10)
     seed: int | None = None
     parent_task: str | None = None
@@ -74,7 +76,8 @@ class TaskDraft(BaseModel):
     def key(self) -> str:
         """A short stable key of what the generator was asked for (or wrote, without a seed)."""
         if self.seed is not None:
-            return digest_obj([self.generator, self.seed, self.difficulty, self.parent_task])[:8]
+            asked: list[object] = [self.generator, self.seed, self.difficulty, self.parent_task]
+            return digest_obj([*asked, self.template] if self.template else asked)[:8]
         return digest_obj(self.model_dump(mode="json"))[:8]
 
     def name(self) -> str:
@@ -103,6 +106,7 @@ def render_task_toml(d: TaskDraft, *, name: str, split: Split, discovered_by: st
         "",
         "[metadata.rsi]",
         f"family = {_toml_str(d.family)}",
+        *([f"template = {_toml_str(d.template)}"] if d.template else []),
         f"difficulty = {d.difficulty}",
         f"split = {_toml_str(split)}",
         f"generator = {_toml_str(d.generator)}",
@@ -159,9 +163,30 @@ def split_of(digest: str, holdout_fraction: float) -> Split:
     return "holdout" if int(digest[:8], 16) / 16**8 < holdout_fraction else "train"
 
 
-def draft_split(d: TaskDraft, name: str, holdout_fraction: float) -> Split:
-    """The split of a draft, decided by the digest of its files as generated with no split written
-    (the split field itself is part of the final digest, so it cannot decide itself)."""
+def unit_of(unit: HoldoutUnit, *, template: str | None, family: str, task: str) -> str:
+    """The evaluation unit a task belongs to (what the split keeps whole and the paired test clusters on):
+    its template id, its family, or the task itself (`task`, and any task without a template)."""
+    if unit == "template" and template:
+        return template
+    if unit == "family":
+        return f"family:{family}"
+    return f"task:{task}"
+
+
+def unit_split(unit: HoldoutUnit, key: str, holdout_fraction: float) -> Split:
+    """The split of a whole template or family: a pure function of its id (and the unit kind)."""
+    return split_of(sha256(f"{unit}:{key}".encode()).hexdigest(), holdout_fraction)
+
+
+def draft_split(d: TaskDraft, name: str, holdout_fraction: float, unit: HoldoutUnit = "task") -> Split:
+    """The split of a draft. By template (or family) it is a function of the template id (family name),
+    so every task of one template lands on the same side. By task, or for a draft without a template,
+    it is decided by the digest of its files as generated with no split written (the split field itself
+    is part of the final digest, so it cannot decide itself)."""
+    if unit == "template" and d.template:
+        return unit_split("template", d.template, holdout_fraction)
+    if unit == "family":
+        return unit_split("family", d.family, holdout_fraction)
     return split_of(content_digest(render_task(d, name=name, split="train", discovered_by=None)), holdout_fraction)
 
 

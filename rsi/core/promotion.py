@@ -5,11 +5,16 @@ measured, pass/fail) so a verdict can be printed and recorded as it is:
 
 - `contract_major`: candidate and parent were built under the same contract major as the
   contract the holdout is graded under (rates are not comparable across majors);
-- `holdout_tasks`: enough tasks with graded trials in both arms for the paired test to be able to
-  reach p < alpha at all (the minimum is computed, and the advice names `rsi discover --holdout-only`);
-- `min_delta`: holdout pass rate improvement >= min_delta, and more than nothing;
-- `significance`: a paired test over tasks on per-task pass rates (exact permutation test, Wilcoxon
-  signed-rank beyond EXACT_TASKS tasks; one-sided: the candidate is better), p < alpha, with scipy;
+- `holdout_units`: enough evaluation units (the contract's `promotion.holdout_unit`: templates by
+  default) with graded trials in both arms for the paired test to be able to reach p < alpha at all
+  (the minimum is computed, and the advice names `rsi discover --holdout-only`);
+- `min_delta`: holdout improvement >= min_delta, and more than nothing: the mean over units of each
+  unit's mean per-task difference;
+- `significance`: a paired test clustered on units: tasks of one template are not independent, so
+  each unit contributes one paired difference, its tasks' mean (exact permutation test, Wilcoxon
+  signed-rank beyond EXACT_TASKS units; one-sided: the candidate is better), p < alpha, with scipy.
+  With unit `task` every task is its own unit. The per-task figure (delta and p over tasks) is
+  reported beside it, never gated on;
 - `family_regression`: no task family's pass rate drops by more than the ceiling;
 - `infra_errors`: the share of trials that ended on infra (per arm, the worse one) <= the ceiling.
 
@@ -37,10 +42,29 @@ class TaskOutcome:
     passes: int
     trials: int  # graded (non-infra) trials
     infra: int = 0
+    unit: str = ""  # the evaluation unit (a template id); "" = the task is its own unit
 
     @property
     def rate(self) -> float:
         return self.passes / self.trials if self.trials else 0.0
+
+    @property
+    def unit_key(self) -> str:
+        return self.unit or self.task
+
+
+@dataclass
+class UnitRates:
+    """One evaluation unit (template) of the holdout: its tasks and the mean of their per-task rates."""
+
+    unit: str
+    tasks: int
+    parent: float
+    candidate: float
+
+    @property
+    def delta(self) -> float:
+        return self.candidate - self.parent
 
 
 @dataclass(frozen=True)
@@ -76,12 +100,17 @@ class FamilyRates:
 class PromotionVerdict:
     gates: list[Gate]
     n_tasks: int
-    min_tasks: int
+    min_tasks: int  # the fewest units the paired test can pass with (units, despite the name)
     parent_rate: float
     candidate_rate: float
-    delta: float
-    p_value: float | None
+    delta: float  # the gated figure: mean over units of the per-unit mean difference
+    p_value: float | None  # the gated figure: the paired test clustered on units, one-sided
     families: list[FamilyRates] = field(default_factory=list)
+    unit: str = "task"  # what a unit is: task | template | family
+    n_units: int = 0
+    task_delta: float = 0.0  # per task: the mean per-task difference, every task weighing the same
+    task_p_value: float | None = None  # per task: the paired test over tasks (not gated: tasks cluster)
+    units: list[UnitRates] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -154,38 +183,70 @@ def min_tasks(alpha: float, limit: int = 40) -> int:
     return limit
 
 
-def holdout_advice(have: int, need: int) -> str:
+def unit_word(unit: str, n: int = 2) -> str:
+    return unit if n == 1 else f"{unit}s" if unit != "family" else "families"
+
+
+def holdout_advice(have: int, need: int, unit: str = "task") -> str:
     short = max(need - have, 1)
-    return (f"{have} holdout task(s) measured in both generations; the paired test needs at least {need} to "
-            f"be able to pass; add holdout tasks with `rsi discover --holdout-only --n {short}`")
+    return (f"{have} holdout {unit_word(unit, have)} measured in both generations; the paired test needs at least "
+            f"{need} to be able to pass; add holdout {unit_word(unit)} with `rsi discover --holdout-only --n {short}`")
+
+
+def unit_rates(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, TaskOutcome],
+               common: Sequence[str]) -> list[UnitRates]:
+    """Per unit (sorted): how many common tasks it has and the mean of their per-task rates in each arm."""
+    groups: dict[str, list[str]] = {}
+    for t in common:
+        groups.setdefault(candidate[t].unit_key if candidate[t].unit else parent[t].unit_key, []).append(t)
+    return [UnitRates(u, len(ts), sum(parent[t].rate for t in ts) / len(ts),
+                      sum(candidate[t].rate for t in ts) / len(ts)) for u, ts in sorted(groups.items())]
+
+
+def clustered(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, TaskOutcome], common: Sequence[str],
+              alternative: str = "greater") -> tuple[list[UnitRates], float, float | None]:
+    """The paired test clustered on units: (per-unit rates, mean of the per-unit differences, p)."""
+    units = unit_rates(parent, candidate, common)
+    delta = sum(u.delta for u in units) / len(units) if units else 0.0
+    return units, delta, paired_p([u.parent for u in units], [u.candidate for u in units], alternative)
 
 
 def evaluate(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, TaskOutcome], promotion: Promotion, *,
              parent_major: int, candidate_major: int, contract_major: int) -> PromotionVerdict:
-    """Every gate of the contract's `promotion` section over per-task outcomes of both arms."""
+    """Every gate of the contract's `promotion` section over per-task outcomes of both arms; the paired test
+    and min_delta are taken over units (each TaskOutcome's `unit`, the task itself where it has none)."""
     common = sorted(t for t in set(parent) & set(candidate) if parent[t].trials and candidate[t].trials)
     need = min_tasks(promotion.alpha)
+    # outcomes without units (every task its own) are counted and labelled as tasks, whatever the contract says
+    unit = promotion.holdout_unit if any(parent[t].unit or candidate[t].unit for t in common) else "task"
     p_rates = [parent[t].rate for t in common]
     c_rates = [candidate[t].rate for t in common]
     p_pass, p_n = sum(parent[t].passes for t in common), sum(parent[t].trials for t in common)
     c_pass, c_n = sum(candidate[t].passes for t in common), sum(candidate[t].trials for t in common)
     p_rate, c_rate = (p_pass / p_n if p_n else 0.0), (c_pass / c_n if c_n else 0.0)
-    delta = (sum(c_rates) - sum(p_rates)) / len(common) if common else 0.0
-    p_value = paired_p(p_rates, c_rates)
+    task_delta = (sum(c_rates) - sum(p_rates)) / len(common) if common else 0.0
+    task_p = paired_p(p_rates, c_rates)
+    units, delta, p_value = clustered(parent, candidate, common)
+    n_units = len(units)
 
     gates: list[Gate] = []
     majors_ok = parent_major == candidate_major == contract_major
     gates.append(Gate("contract_major", f"same as hcp {contract_major}.x",
                       f"parent {parent_major}, candidate {candidate_major}", majors_ok,
                       "" if majors_ok else "rates are not comparable across contract majors"))
-    gates.append(Gate("holdout_tasks", f">= {need} tasks", str(len(common)), len(common) >= need,
-                      "" if len(common) >= need else holdout_advice(len(common), need)))
+    gates.append(Gate("holdout_units", f">= {need} {unit_word(unit)}", f"{n_units} ({len(common)} tasks)",
+                      n_units >= need, "" if n_units >= need else holdout_advice(n_units, need, unit)))
     gates.append(Gate("min_delta", f">= {promotion.min_delta:+.3f} and > 0", f"{delta:+.3f}",
                       bool(common) and delta >= promotion.min_delta and delta > 0,
-                      f"holdout pass rate {p_rate:.3f} -> {c_rate:.3f}"))
+                      f"holdout pass rate {p_rate:.3f} -> {c_rate:.3f}; mean over {n_units} {unit_word(unit, n_units)}"
+                      + (f" (per task {task_delta:+.3f})" if unit != "task" else "")))
+    per_task = "" if unit == "task" else \
+        f"; per task: {'n/a' if task_p is None else f'p = {task_p:.4g}'} over {len(common)} tasks (not gated)"
+    how = " (clustered: per-unit mean differences)" if unit != "task" else ""
     gates.append(Gate("significance", f"p < {promotion.alpha:g}", "n/a" if p_value is None else f"{p_value:.4g}",
                       p_value is not None and p_value < promotion.alpha,
-                      f"paired {test_name(len(common))} test over {len(common)} task(s), one-sided"))
+                      f"paired {test_name(n_units)} test over {n_units} {unit_word(unit, n_units)}{how}, "
+                      f"one-sided{per_task}"))
 
     families = family_rates(parent, candidate, common)
     worst = max(families, key=lambda f: -f.delta, default=None)
@@ -203,7 +264,8 @@ def evaluate(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, TaskOutc
     gates.append(Gate("infra_errors", f"<= {promotion.infra_error_ceiling:.3f}", f"{infra:.3f}",
                       infra <= promotion.infra_error_ceiling + 1e-12))
     return PromotionVerdict(gates=gates, n_tasks=len(common), min_tasks=need, parent_rate=p_rate,
-                            candidate_rate=c_rate, delta=delta, p_value=p_value, families=families)
+                            candidate_rate=c_rate, delta=delta, p_value=p_value, families=families, unit=unit,
+                            n_units=n_units, task_delta=task_delta, task_p_value=task_p, units=units)
 
 
 def family_rates(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, TaskOutcome],
@@ -219,5 +281,5 @@ def family_rates(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, Task
     return [out[k] for k in sorted(out)]
 
 
-__all__ = ["FamilyRates", "Gate", "PromotionVerdict", "TaskOutcome", "evaluate", "family_rates", "holdout_advice",
-           "min_tasks", "paired_p", "test_name", "wilson"]
+__all__ = ["FamilyRates", "Gate", "PromotionVerdict", "TaskOutcome", "UnitRates", "clustered", "evaluate",
+           "family_rates", "holdout_advice", "min_tasks", "paired_p", "test_name", "unit_rates", "unit_word", "wilson"]

@@ -7,10 +7,14 @@ One discover job runs four steps, each resumable, each recorded:
    solution, or nearly repeats a pool task's instruction;
 2. **gate**, in Docker, cheapest first: the oracle passes every one of the contract's runs (this
    also builds the environment), then doing nothing fails and every known-wrong solution fails;
-3. **probe**: the current generation attempts each valid candidate K times;
-4. **admit** those whose pass rate lies in the band into `tasks/`, with a split decided by the
-   task's digest. Candidates above the band are dropped (recorded, not admitted): an easy task
-   carries no signal for the loop, and `--reprobe` retires pool tasks that became easy.
+3. **probe**: the current generation attempts each valid *train* candidate K times;
+4. **admit** into `tasks/` the train candidates whose pass rate lies in the band, and every valid
+   holdout candidate. The split is decided by the contract's `promotion.holdout_unit`: by template
+   (the default) it is a function of the template id, so no template has tasks on both sides; by
+   family, of the family; by task, of the task's digest. Holdout candidates are admitted on validity
+   alone, never by the parent's probe band, so the holdout also holds tasks the parent solves and a
+   regression can show. Train candidates above the band are dropped (recorded, not admitted): an easy
+   task carries no signal for the loop, and `--reprobe` retires pool tasks that became easy.
 
 Steps 2-3 run as child `run` jobs of the discover job (rsi.loop.run), so a killed discover resumes
 without re-paying a finished trial; candidates are one row per (job, name), so none is duplicated.
@@ -26,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rsi.core.arm import Arm
+from rsi.core.contract import HoldoutUnit
 from rsi.core.discover import (
     REJECT_REASONS,
     TaskDraft,
@@ -34,12 +39,14 @@ from rsi.core.discover import (
     draft_split,
     nearest_duplicate,
     render_task,
+    unit_of,
 )
 from rsi.core.errors import ConfigError, InputError, RsiError
 from rsi.core.task import Task
 from rsi.loop.arms import ArmPlan, resolve_arms
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.discover_stages import evaluate_controls, evaluate_oracle, evaluate_probe
+from rsi.loop.discover_requests import holdout_requests, plain_requests
+from rsi.loop.discover_stages import admit, awaits_probe, evaluate_controls, evaluate_oracle, evaluate_probe
 from rsi.loop.generators import GENERATORS, GeneratorError, GenRequest, PoolTask, Proposer, load_generators
 from rsi.loop.hooks import DiscoverHooks
 from rsi.loop.run import new_job_id
@@ -63,6 +70,7 @@ class DiscoverRequest:
     resume: str | None = None
     holdout_only: bool = False
     difficulty: int | None = None  # default: the family's curriculum level
+    levels: list[int] = field(default_factory=list)  # several levels, taken in turn (instead of difficulty)
     seed: int | None = None  # default: above every earlier discover / cycle seed here (next_seed)
     concurrency: int = 2
     # Who attempts valid candidates: the generation's harness (a scripted agent in unit tests).
@@ -82,15 +90,15 @@ class DiscoverOutcome:
 MAX_KNOWN_WRONG = 3  # the budget check assumes this many known-wrong answers of a candidate not generated yet
 
 # The settings a discover job is planned with; a resume may not change them (only --budget, -n).
-SETTINGS = ("n", "generators", "families", "generation", "band", "attempts", "holdout_only", "difficulty", "seed",
-            "probe_agent")
+SETTINGS = ("n", "generators", "families", "generation", "band", "attempts", "holdout_only", "difficulty", "levels",
+            "seed", "probe_agent")
 
 
 def _settings(req: DiscoverRequest) -> dict[str, Any]:
     """What the user asked for explicitly (unset options left out)."""
     asked = {"n": req.n, "generators": req.generators, "families": req.families, "generation": req.generation,
              "band": list(req.band) if req.band else None, "attempts": req.attempts,
-             "holdout_only": req.holdout_only, "difficulty": req.difficulty, "seed": req.seed,
+             "holdout_only": req.holdout_only, "difficulty": req.difficulty, "levels": req.levels, "seed": req.seed,
              "probe_agent": req.probe_agent}
     defaults = DiscoverRequest()
     return {k: v for k, v in asked.items() if v not in (None, [], False) and v != getattr(defaults, k, None)}
@@ -137,6 +145,9 @@ def _resolve(ctx: WorkspaceContext, req: DiscoverRequest) -> tuple[DiscoverReque
         raise InputError("--attempts", None, "must be at least 1")
     if req.difficulty is not None and not 1 <= req.difficulty <= contract.discovery.max_difficulty:
         raise InputError("--difficulty", None, f"must lie in 1..{contract.discovery.max_difficulty}")
+    for lv in req.levels:
+        if not 1 <= lv <= contract.discovery.max_difficulty:
+            raise InputError("--level", None, f"{lv} does not lie in 1..{contract.discovery.max_difficulty}")
     seed = req.seed if req.seed is not None else next_seed(ctx.store)
     filled = DiscoverRequest(**{**req.__dict__, "generators": gens, "band": band, "attempts": attempts,
                                 "generation": ctx.generation(req.generation).id, "seed": seed})
@@ -183,9 +194,10 @@ def discover(ctx: WorkspaceContext, req: DiscoverRequest, hooks: DiscoverHooks |
         open_ = store.candidates(job_id, "generated")
         checked = store.candidates(job_id, "checked")
         n_wrong = sum(len(_wrong_names(Path(c.stage_dir))) for c in open_ + checked)
-        n_valid = len([c for c in store.candidates(job_id, "valid") if c.probe_pass_rate is None])
+        n_valid = len([c for c in store.candidates(job_id, "valid") if awaits_probe(c)])
+        n_train = len([c for c in open_ + checked if c.split != "holdout"])
         plan = {"oracle": len(open_) * ctx.contract.discovery.oracle_runs, "controls": len(open_ + checked) + n_wrong,
-                "probe": (len(open_ + checked) + n_valid) * attempts}
+                "probe": (n_train + n_valid) * attempts}
         hooks.message(f"plan: {len(store.candidates(job_id))} candidate(s); up to {sum(plan.values())} trials "
                       f"(oracle {plan['oracle']}, nop + known-wrong {plan['controls']}, probe {plan['probe']})"
                       + (f"; budget {req.budget:g} trials" if req.budget is not None else ""))
@@ -193,7 +205,7 @@ def discover(ctx: WorkspaceContext, req: DiscoverRequest, hooks: DiscoverHooks |
         stop = _gate_and_probe(ctx, job_id, runner, gen.id, probe_arms, band, attempts) or capped
         # Every candidate whose probe is complete is admitted, also when the job stops early (a budget,
         # an infra failure): its evidence is whole; the undecided ones wait for --resume.
-        _admit(ctx, job_id)
+        admit(ctx, job_id)
         if stop is None:
             store.finish_job(job_id, "done")
         else:
@@ -259,24 +271,6 @@ def _proposer(ctx: WorkspaceContext, gen_id: str) -> Iterator[Proposer]:
         yield Proposer(base_url=url, model=g.serve_name())
 
 
-def _requests(req: DiscoverRequest, gens: list[str], levels: dict[str, int], max_level: int) -> list[GenRequest]:
-    """The deterministic sequence of generator calls: generators round-robin, seeds counting up."""
-    out = []
-    families: list[str | None] = list(req.families) or [None]
-    budget = req.n * (25 if req.holdout_only else 1)  # holdout-only keeps going until n holdout candidates
-    for i in range(budget):
-        gname = gens[i % len(gens)]
-        fam = families[(i // len(gens)) % len(families)]
-        g = GENERATORS.create(gname)
-        fam = fam if fam is not None else (g.families[0] if g.families[0] != "*" else None)
-        if req.families and g.families[0] != "*" and fam not in g.families:
-            continue
-        level = req.difficulty or levels.get(fam or "", 1)
-        out.append(GenRequest(seed=(req.seed or 0) * 100_003 + i, difficulty=min(level, g.max_level, max_level),
-                              family=fam))
-    return out
-
-
 def _generate(ctx: WorkspaceContext, job_id: str, req: DiscoverRequest, gens: list[str], gen_id: str,
               stage_root: Path, pool: list[Task], hooks: DiscoverHooks) -> str | None:
     """Generate and statically check candidates up to `req.n` or what the budget covers (then say why)."""
@@ -295,12 +289,23 @@ def _generate(ctx: WorkspaceContext, job_id: str, req: DiscoverRequest, gens: li
     # holdout-only counts holdout candidates; the request list is bounded, so a failing generator ends
     have = len([c for c in rows if not req.holdout_only or c.split == "holdout"])
     # A budget caps how many candidates enter the gate: each must be able to finish it (oracle runs, nop,
-    # its known-wrong answers, the probes), or the stages spend the budget on candidates never probed.
-    fixed = contract.discovery.oracle_runs + 1 + int(req.attempts or 1)
-    planned = sum(fixed + len(_wrong_names(Path(c.stage_dir))) for c in rows if c.state != "rejected")
+    # its known-wrong answers, the probes of a train candidate), or the stages spend the budget on candidates
+    # never probed. Before a draft exists its split is unknown, so the check assumes it is probed.
+    probes = int(req.attempts or 1)
+    fixed = contract.discovery.oracle_runs + 1 + probes
+    planned = sum(_cost(c, fixed, probes) for c in rows if c.state != "rejected")
+    unit = contract.promotion.holdout_unit
+    requests = plain_requests(req, gens, levels, contract.discovery.max_difficulty)
+    if req.holdout_only:
+        covered = {_unit(t, unit) for t in pool if t.split == "holdout"}
+        aimed = holdout_requests(req, gens, levels, contract.discovery.max_difficulty, unit,
+                                 contract.promotion.holdout_fraction, covered)
+        if aimed == []:
+            hooks.message(f"no holdout {unit} at the levels asked for: nothing to generate")
+        requests = requests if aimed is None else aimed
     with ExitStack() as stack:
         proposer = stack.enter_context(_proposer(ctx, gen_id)) if "model" in gens else None
-        for i, greq in enumerate(_requests(req, gens, levels, contract.discovery.max_difficulty)):
+        for gname, greq in requests:
             if have >= wanted:
                 break
             if req.budget is not None and planned + fixed + MAX_KNOWN_WRONG > req.budget:
@@ -308,7 +313,6 @@ def _generate(ctx: WorkspaceContext, job_id: str, req: DiscoverRequest, gens: li
                        f"{fixed + MAX_KNOWN_WRONG} trials each through the gate and the probe)")
                 hooks.message(why)
                 return why
-            gname = gens[i % len(gens)]
             if (gname, greq.seed) in done_keys:
                 continue
             greq.pool, greq.proposer = view, proposer
@@ -318,9 +322,18 @@ def _generate(ctx: WorkspaceContext, job_id: str, req: DiscoverRequest, gens: li
             have += int(not req.holdout_only or row.split == "holdout")
             if row.state != "rejected":
                 known[row.name] = Path(row.stage_dir, "task", "instruction.md").read_text()
-                planned += fixed + len(_wrong_names(Path(row.stage_dir)))
+                planned += _cost(row, fixed, probes)
             hooks.generated(row, have, wanted)
     return None
+
+
+def _cost(c: CandidateRow, fixed: int, probes: int) -> int:
+    """Trials a candidate takes through the gate and (a train one) the probe."""
+    return fixed - (probes if c.split == "holdout" else 0) + len(_wrong_names(Path(c.stage_dir)))
+
+
+def _unit(t: Task, unit: HoldoutUnit) -> str:
+    return unit_of(unit, template=t.spec.metadata.rsi.template, family=t.family, task=t.name)
 
 
 def _reject(ctx: WorkspaceContext, row: CandidateRow, reason: str, detail: str) -> CandidateRow:
@@ -346,7 +359,7 @@ def _candidate(ctx: WorkspaceContext, job_id: str, gname: str, greq: GenRequest,
     name = draft.name()
     if name in existing:  # another seed made the very same task (mutate picks parents by seed)
         return None
-    split = draft_split(draft, name, contract.promotion.holdout_fraction)
+    split = draft_split(draft, name, contract.promotion.holdout_fraction, contract.promotion.holdout_unit)
     if holdout_only and split != "holdout":
         return None
     files = render_task(draft, name=name, split=split, discovered_by=gen_id)
@@ -435,15 +448,14 @@ def _gate_and_probe(ctx: WorkspaceContext, job_id: str, runner: ChildJobs, gen_i
         if res.stop:
             return res.stop
 
-    valid = [c for c in store.candidates(job_id, "valid") if c.probe_pass_rate is None]
+    valid = [c for c in store.candidates(job_id, "valid") if awaits_probe(c)]
     if valid:
         cells = [(c.name, probe_arms[0].arm.id, attempts) for c in valid]
         res = runner.run(Stage(_stage_key(runner, "probe", valid), probe_arms, cells, _dirs(valid)))
         evaluate_probe(ctx, job_id, valid, res, band)
         if res.stop:
             return res.stop
-    left = [c for c in store.candidates(job_id) if c.state in ("generated", "checked")
-            or (c.state == "valid" and c.probe_pass_rate is None)]
+    left = [c for c in store.candidates(job_id) if c.state in ("generated", "checked") or awaits_probe(c)]
     if left:
         return (f"{len(left)} candidate(s) still undecided after infra failures; "
                 f"resume with `rsi discover --resume {job_id}`")
@@ -464,32 +476,6 @@ def _stage_key(runner: ChildJobs, base: str, cands: list[CandidateRow]) -> str:
 
 def _dirs(cands: list[CandidateRow]) -> list[Path]:
     return [Path(c.stage_dir) / "task" for c in cands]
-
-
-def _admit(ctx: WorkspaceContext, job_id: str) -> None:
-    """Copy each admitted candidate's task into tasks/ and register it with its provenance."""
-    store = ctx.store
-    ctx.ws.tasks_dir.mkdir(parents=True, exist_ok=True)
-    for c in store.candidates(job_id, "valid"):
-        if c.probe_pass_rate is None:
-            continue
-        dest = ctx.ws.tasks_dir / c.name
-        src = Path(c.stage_dir) / "task"
-        if dest.exists():
-            if load_task(dest).digest != c.task_digest:
-                raise ConfigError(f"{dest} exists with other content; move it away and resume discover {job_id}")
-        else:
-            tmp = dest.with_name(f".{c.name}.tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
-            shutil.copytree(src, tmp)
-            tmp.rename(dest)
-        task = load_task(dest)
-        if task.digest != c.task_digest:
-            raise RsiError(f"admitted task {c.name} changed while it was copied ({task.digest[:12]} != "
-                           f"{(c.task_digest or '')[:12]})")
-        store.admit_task(task, discover_job=job_id, probe_pass_rate=c.probe_pass_rate,
-                         probe_trials=c.probe_trials)
-        store.update_candidate(job_id, c.name, state="admitted")
 
 
 __all__ = ["DiscoverHooks", "DiscoverOutcome", "DiscoverRequest", "discover"]

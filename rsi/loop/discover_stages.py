@@ -4,19 +4,25 @@ rsi.loop.stages.ChildJobs), and each candidate's verdict is read from that job's
 - oracle: the reference solution passes every run (`discovery.oracle_runs`); a build failure, a
   failing oracle and a flaky one (passes, then fails) are each their own rejection;
 - controls: `nop` and every known-wrong solution fail;
-- probe: the generation's pass rate over K attempts, against the band.
+- probe: the generation's pass rate over K attempts, against the band (train candidates only: a valid
+  holdout candidate is admitted on validity alone);
+- admit: copy each admitted candidate's task into tasks/ and register it.
 A trial that failed on infra decides nothing: the candidate stays where it was and the discover
 job ends interrupted, so `--resume` re-runs exactly those trials (run_job keeps every attempt).
 """
 
 from __future__ import annotations
 
+import shutil
 from collections import defaultdict
+from pathlib import Path
 
 from rsi.core.discover import in_band
+from rsi.core.errors import ConfigError, RsiError
 from rsi.core.trial import ErrorType, TrialStatus, is_infra
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.stages import StageResult
+from rsi.store.files import load_task
 from rsi.store.tables import CandidateRow, TrialRow
 
 
@@ -105,3 +111,34 @@ def _reject(ctx: WorkspaceContext, job_id: str, c: CandidateRow, reason: str, de
 def _mark_task(ctx: WorkspaceContext, c: CandidateRow, state: str, reason: str) -> None:
     if c.task_digest and any(r.digest == c.task_digest for r in ctx.store.task_rows(state="candidate")):
         ctx.store.retire_task(c.task_digest, reason, state=state)
+
+
+def awaits_probe(c: CandidateRow) -> bool:
+    """A valid train candidate not probed yet (a holdout candidate is admitted on validity alone)."""
+    return c.state == "valid" and c.split != "holdout" and c.probe_pass_rate is None
+
+
+def admit(ctx: WorkspaceContext, job_id: str) -> None:
+    """Copy each admitted candidate's task into tasks/ and register it with its provenance."""
+    store = ctx.store
+    ctx.ws.tasks_dir.mkdir(parents=True, exist_ok=True)
+    for c in store.candidates(job_id, "valid"):
+        if awaits_probe(c):
+            continue
+        dest = ctx.ws.tasks_dir / c.name
+        src = Path(c.stage_dir) / "task"
+        if dest.exists():
+            if load_task(dest).digest != c.task_digest:
+                raise ConfigError(f"{dest} exists with other content; move it away and resume discover {job_id}")
+        else:
+            tmp = dest.with_name(f".{c.name}.tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(src, tmp)
+            tmp.rename(dest)
+        task = load_task(dest)
+        if task.digest != c.task_digest:
+            raise RsiError(f"admitted task {c.name} changed while it was copied ({task.digest[:12]} != "
+                           f"{(c.task_digest or '')[:12]})")
+        store.admit_task(task, discover_job=job_id, probe_pass_rate=c.probe_pass_rate,
+                         probe_trials=c.probe_trials)
+        store.update_candidate(job_id, c.name, state="admitted")

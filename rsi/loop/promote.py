@@ -6,9 +6,10 @@
    task digest, generation and config digest are reused (never a discover job's gate or probe trials:
    the probe selected the tasks); the rest run as one child `run` job of the promote phase job
    (rsi.loop.stages.ChildJobs), so a killed promote resumes without re-paying a trial;
-3. **gates** (rsi.core.promotion): contract major, enough holdout tasks, min_delta, the paired test,
-   per-family regression, infra errors. When the contract majors differ or there are too few holdout
-   tasks, no trial is run: the gates could not pass whatever they showed;
+3. **gates** (rsi.core.promotion): contract major, enough holdout units (templates, by the contract's
+   `promotion.holdout_unit`), min_delta, the paired test clustered on units, per-family regression,
+   infra errors. When the contract majors differ or there are too few holdout units, no trial is run:
+   the gates could not pass whatever they showed;
 4. **decision** (unless --dry-run): pass -> candidate `promoted`, parent `superseded`; fail -> candidate
    `rejected`, the failing gates in the event's reason. Both manifests get the holdout figures as
    headline metrics and are rewritten under generations/ (atomic writes). The verdict is recorded in
@@ -23,9 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from rsi.core.arm import Arm
+from rsi.core.contract import HoldoutUnit
+from rsi.core.discover import unit_of
 from rsi.core.errors import ConfigError, InputError
 from rsi.core.generation import GenerationManifest, GenerationState
-from rsi.core.promotion import PromotionVerdict, TaskOutcome, evaluate, min_tasks
+from rsi.core.promotion import Gate, PromotionVerdict, TaskOutcome, evaluate, holdout_advice, min_tasks, unit_word
 from rsi.core.task import Task
 from rsi.core.trial import is_infra
 from rsi.loop.arms import ArmPlan, resolve_arms
@@ -80,6 +83,20 @@ def holdout_tasks(ctx: WorkspaceContext) -> list[Task]:
             == "active"]
 
 
+def task_unit(t: Task, unit: HoldoutUnit) -> str:
+    """The evaluation unit of a task under the contract's `holdout_unit` (a task without a template: itself)."""
+    return unit_of(unit, template=t.spec.metadata.rsi.template, family=t.family, task=t.name)
+
+
+def holdout_units(ctx: WorkspaceContext, tasks: list[Task] | None = None) -> dict[str, list[Task]]:
+    """The holdout's evaluation units (templates by default), each with its tasks."""
+    unit = ctx.contract.promotion.holdout_unit
+    out: dict[str, list[Task]] = {}
+    for t in holdout_tasks(ctx) if tasks is None else tasks:
+        out.setdefault(task_unit(t, unit), []).append(t)
+    return out
+
+
 def _arms(ctx: WorkspaceContext, agent: str, gens: list[GenerationManifest]) -> list[ArmPlan]:
     if agent == "harness":
         return resolve_arms(ctx, "harness", [g.id for g in gens], [])
@@ -87,9 +104,9 @@ def _arms(ctx: WorkspaceContext, agent: str, gens: list[GenerationManifest]) -> 
 
 
 def _outcomes(rows: list[TrialRow], infra_rows: list[TrialRow], tasks: list[Task], k: int,
-              allowed: list[str]) -> dict[str, TaskOutcome]:
+              allowed: list[str], unit: HoldoutUnit) -> dict[str, TaskOutcome]:
     """Per task: the first K graded trials (integrity allowed for promotion), and the infra count."""
-    fam = {t.digest: (t.name, t.family) for t in tasks}
+    fam = {t.digest: (t.name, t.family, task_unit(t, unit)) for t in tasks}
     graded: dict[str, list[TrialRow]] = {}
     for r in rows:
         if is_infra(r.error_type) or (r.integrity is not None and r.integrity not in allowed):
@@ -100,9 +117,10 @@ def _outcomes(rows: list[TrialRow], infra_rows: list[TrialRow], tasks: list[Task
         if is_infra(r.error_type):
             infra[r.task_digest] = infra.get(r.task_digest, 0) + 1
     out = {}
-    for digest, (name, family) in fam.items():
+    for digest, (name, family, key) in fam.items():
         used = graded.get(digest, [])[:k]
-        out[name] = TaskOutcome(name, family, sum(1 for r in used if r.passed), len(used), infra.get(digest, 0))
+        out[name] = TaskOutcome(name, family, sum(1 for r in used if r.passed), len(used), infra.get(digest, 0),
+                                unit=key)
     return out
 
 
@@ -129,8 +147,10 @@ def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | Non
     if not majors_ok:
         skipped = (f"contract majors differ (parent {parent.contract}, candidate {cand.contract}, "
                    f"holdout graded under {contract.hcp}); no trial run")
-    elif len(tasks) < need:
-        skipped = f"{len(tasks)} holdout task(s), fewer than the {need} the paired test needs; no trial run"
+    elif len(units := holdout_units(ctx, tasks)) < need:
+        word = unit_word(_label(ctx, tasks), len(units))
+        skipped = (f"{len(units)} holdout {word} ({len(tasks)} tasks), fewer than the {need} the paired test needs; "
+                   "no trial run")
 
     plans = _arms(ctx, req.agent, [parent, cand])
     store.acquire_driver()
@@ -175,9 +195,13 @@ def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | Non
                                          config_digest=p.arm.config_digest, task_digests=digests,
                                          agent=p.arm.agent) if skipped is None else []
             mine = [r for r in own if r.arm_id == p.arm.id]
-            arms_out.append(_outcomes(rows, mine, tasks, k, list(contract.grading.promotion_integrity)))
+            arms_out.append(_outcomes(rows, mine, tasks, k, list(contract.grading.promotion_integrity),
+                                      contract.promotion.holdout_unit))
         verdict = evaluate(arms_out[0], arms_out[1], contract.promotion, parent_major=_major(parent.contract),
                            candidate_major=_major(cand.contract), contract_major=contract.major)
+        if skipped is not None and majors_ok:  # nothing measured: the advice counts the units the holdout has
+            verdict.gates = [_units_gate(g, len(holdout_units(ctx, tasks)), len(tasks), need, _label(ctx, tasks))
+                             for g in verdict.gates]
         out = PromoteOutcome(job_id, cand.id, parent.id, verdict, len(tasks),
                              {"reused": reused, "planned": planned,
                               "infra": sum(1 for r in own if is_infra(r.error_type))},
@@ -201,13 +225,30 @@ def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | Non
         store.release_driver()
 
 
+def _label(ctx: WorkspaceContext, tasks: list[Task]) -> str:
+    """What the units are called: the contract's unit, or `task` when no task has a template to group by."""
+    unit = ctx.contract.promotion.holdout_unit
+    return "task" if unit == "template" and not any(t.spec.metadata.rsi.template for t in tasks) else unit
+
+
+def _units_gate(g: Gate, have: int, n_tasks: int, need: int, unit: str) -> Gate:
+    if g.name != "holdout_units":
+        return g
+    return Gate(g.name, f">= {need} {unit_word(unit)}", f"{have} ({n_tasks} tasks), none measured", False,
+                holdout_advice(have, need, unit))
+
+
 def _headline(v: PromotionVerdict, which: str) -> dict[str, float]:
     rate = v.candidate_rate if which == "candidate" else v.parent_rate
-    out = {"holdout_pass_rate": round(rate, 4), "holdout_tasks": float(v.n_tasks)}
+    out = {"holdout_pass_rate": round(rate, 4), "holdout_tasks": float(v.n_tasks),
+           "holdout_units": float(v.n_units)}
     if which == "candidate":
         out["holdout_delta"] = round(v.delta, 4)
+        out["holdout_task_delta"] = round(v.task_delta, 4)
         if v.p_value is not None:
             out["holdout_p"] = round(v.p_value, 6)
+        if v.task_p_value is not None:
+            out["holdout_task_p"] = round(v.task_p_value, 6)
     return out
 
 
@@ -228,7 +269,8 @@ def _apply(ctx: WorkspaceContext, cand: GenerationManifest, parent: GenerationMa
     changes = []
     if v.passed:
         why = (f"promoted by {job_id}: holdout {v.parent_rate:.3f} -> {v.candidate_rate:.3f} "
-               f"(delta {v.delta:+.3f}, p {v.p_value:.4g}, {v.n_tasks} tasks)")
+               f"(delta {v.delta:+.3f}, p {v.p_value:.4g}, {v.n_units} {unit_word(v.unit, v.n_units)}, "
+               f"{v.n_tasks} tasks)")
         if store.set_generation_state(cand.id, GenerationState.PROMOTED, why):
             changes.append(f"{cand.id}: {cand.state.value} -> promoted")
         if store.set_generation_state(parent.id, GenerationState.SUPERSEDED, f"superseded by {cand.id} ({job_id})"):
@@ -278,4 +320,5 @@ def rollback(ctx: WorkspaceContext) -> RollbackOutcome:
     return RollbackOutcome(cur.id, prev.id, changes)
 
 
-__all__ = ["PromoteOutcome", "PromoteRequest", "RollbackOutcome", "holdout_tasks", "promote", "rollback"]
+__all__ = ["PromoteOutcome", "PromoteRequest", "RollbackOutcome", "holdout_tasks", "holdout_units", "promote",
+           "rollback", "task_unit"]

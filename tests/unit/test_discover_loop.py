@@ -191,10 +191,14 @@ def test_holdout_only_keeps_holdout_candidates(ws: WorkspaceContext, provider: F
     assert split and all(c.split == "holdout" for c in split)
     admitted = [t for t in load_tasks([ws.ws.tasks_dir]) if t.name != "hello-file"]
     assert admitted and all(t.split == "holdout" for t in admitted)
-    # the holdout's probe outcomes are recorded as holdout rows: sealed from discover, expand, update
+    # holdout candidates are admitted on validity alone: the parent never probes them (no band decides)
     probe = [t for j in ws.store.child_jobs(out.job_id) if j.params["stage"] == "probe"
              for t in ws.store.trials(j.id)]
-    assert probe and all(t.split == "holdout" for t in probe)
+    assert probe == []
+    assert all(c.probe_pass_rate is None for c in out.candidates if c.state == "admitted")
+    # the gate's trials are recorded as holdout rows: sealed from discover, expand, update
+    gate = [t for j in ws.store.child_jobs(out.job_id) for t in ws.store.trials(j.id)]
+    assert gate and all(t.split == "holdout" for t in gate)
     assert ws.store.outcomes("expand", task_digests=[t.digest for t in admitted]) == []
 
 

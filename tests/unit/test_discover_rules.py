@@ -54,10 +54,13 @@ def test_same_seed_same_digest_other_seed_other_data(family: str) -> None:
     for level in sorted(g.levels):
         a, b = _draft(family, 7, level), _draft(family, 7, level)
         assert content_digest(_files(a)) == content_digest(_files(b))
-        others = [_draft(family, s, level) for s in range(8, 14)]
-        # instances differ in data and names, not only in a number
-        assert len({o.instruction for o in others} | {a.instruction}) >= 5
-        assert len({tuple(sorted(o.env_files.items())) for o in others}) >= 5 or not a.env_files
+        for tid in g.template_ids(level):
+            others = [GENERATORS.create(family).generate(GenRequest(seed=s, difficulty=level, template=tid))
+                      for s in range(8, 14)]
+            # instances of one template differ in data and names, not only in a number
+            assert len({o.instruction for o in others}) >= 5, tid
+            assert len({tuple(sorted(o.env_files.items())) for o in others}) >= 5 or not others[0].env_files, tid
+            assert all(o.template == tid for o in others)
         assert a.known_wrong and a.reads and a.family == family and a.difficulty == level
 
 

@@ -97,7 +97,7 @@ def test_clear_win_is_promoted_and_rollback_undoes_it(ws: WorkspaceContext, prov
     assert _state(ws, "gen-0001") == "promoted" and _state(ws, "gen-0000") == "superseded"
     assert ws.generation(None).id == "gen-0001"
     m = yaml.safe_load((ws.ws.generations_dir / "gen-0001.yaml").read_text())
-    assert m["metrics"]["holdout_pass_rate"] == 0.75 and m["metrics"]["holdout_tasks"] == 6
+    assert m["metrics"]["holdout_pass_rate"] == 0.75 and m["metrics"]["holdout_units"] == 6
     events = [(e.from_state, e.to_state) for e in ws.store.generation_events("gen-0001")]
     assert events[-1] == ("candidate", "promoted")
     assert ws.store.get_job(out.job_id).params["verdict"]["passed"] is True
@@ -131,8 +131,8 @@ def test_too_few_holdout_tasks_runs_nothing_and_gives_the_advice(ws: WorkspaceCo
         shutil.rmtree(ws.ws.tasks_dir / f"h{i}")
     out = promote(ws, PromoteRequest("gen-0001", dry_run=True, agent="better"), provider=provider)
     assert out.skipped and out.trials["planned"] == 0 and ws.store.child_jobs(out.job_id) == []
-    gate = {g.name: g for g in out.verdict.gates}["holdout_tasks"]
-    assert not gate.passed and "rsi discover --holdout-only --n 5" in gate.detail
+    gate = {g.name: g for g in out.verdict.gates}["holdout_units"]
+    assert not gate.passed and "rsi discover --holdout-only --n 2" in gate.detail
     assert _state(ws, "gen-0001") == "candidate"
 
 

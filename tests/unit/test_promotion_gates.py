@@ -64,7 +64,7 @@ def test_too_few_holdout_tasks_fails_with_the_advice() -> None:
     parent = arm({f"t{i}": ("a", 0) for i in range(3)})
     cand = arm({f"t{i}": ("a", 4) for i in range(3)})
     v = evaluate(parent, cand, Promotion(alpha=0.05), parent_major=1, candidate_major=1, contract_major=1)
-    g = {x.name: x for x in v.gates}["holdout_tasks"]
+    g = {x.name: x for x in v.gates}["holdout_units"]
     assert not g.passed and v.min_tasks == 5
     assert "rsi discover --holdout-only --n 2" in g.detail and "at least 5" in g.detail
     # and indeed even a perfect win on 3 tasks cannot reach significance

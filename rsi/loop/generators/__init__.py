@@ -3,7 +3,8 @@ known ones).
 
 A generator turns a `GenRequest` (seed, difficulty, family, the pool, a proposer endpoint) into a
 `TaskDraft` (rsi.core.discover): a Harbor task plus known-wrong solutions. Procedural generators are
-pure functions of (seed, difficulty), so a draft reproduces byte for byte; `mutate` moves a pool
+pure functions of (seed, difficulty): the seed draws one of the level's templates (or the request names
+one, `template`), so a draft reproduces byte for byte; `mutate` moves a pool
 task's difficulty knob; `model` asks an LLM to write a task. A generator that cannot produce a task
 raises `GeneratorError` (the candidate is recorded as rejected, the run goes on).
 """
@@ -60,6 +61,9 @@ class GenRequest:
     family: str | None = None
     pool: list[PoolTask] = field(default_factory=list)
     proposer: Proposer | None = None
+    # `<family>/<template>`: that template instead of the one the seed draws (procedural generators only;
+    # holdout-only discovery asks for holdout templates this way)
+    template: str | None = None
 
 
 class Generator(Protocol):
@@ -82,6 +86,15 @@ GENERATORS: Registry[Generator] = Registry("generator")
 
 def load_generators() -> list[str]:
     """Register every built-in generator; return their names."""
-    from rsi.loop.generators import families_data, families_fs, model, mutate  # noqa: F401  (register on import)
+    from rsi.loop.generators import (  # noqa: F401  (register on import)
+        family_data,
+        family_files,
+        family_logs,
+        family_pipeline,
+        family_pyfix,
+        family_text,
+        model,
+        mutate,
+    )
 
     return GENERATORS.names()

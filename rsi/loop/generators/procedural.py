@@ -1,19 +1,25 @@
 """Procedural task families: each an integer difficulty knob and a seed, so `(generator, seed,
 difficulty)` reproduces a task byte for byte.
 
+A family holds *templates*, each at one level: a distinct operation with its own output shape (files:
+create, append, copy, delete, chmod, ...; text: count lines, head, sort, dedupe, ...). Levels 1 and 2
+offer several templates each, levels 3 and 4 one; the seed draws the template, then the template draws
+its names, data and one of its 3+ phrasings of the instruction. A task records its template id
+(`<family>/<template>`): the unit of evaluation, so the holdout split can keep whole templates apart.
+
 Level 1 of every family is one obvious command with every name given (the reach of a 135M model);
-each level up adds a step or a trap that a careless answer falls into. Instances of one family
-differ in file names, words and data, not only in a number. Each level writes its verifier in
-python3 (present in every base image), declares the paths it reads (integrity level 1), and ships
-known-wrong solutions: the careless answers the verifier must refuse.
+each level up adds a step or a trap that a careless answer falls into. Instances of one template
+differ in file names, words, data and wording, not only in a number. Each template writes its
+verifier in python3 (present in every base image), checks the output exactly, declares the paths it
+reads (integrity level 1), and ships known-wrong solutions: the careless answers the verifier must refuse.
 """
 
 from __future__ import annotations
 
 import random
 import shlex
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from rsi.core.discover import TaskDraft
 from rsi.loop.generators import GENERATORS, GeneratorError, GenRequest
@@ -101,7 +107,10 @@ def q(s: str) -> str:
 
 @dataclass
 class Level:
-    """What one difficulty level writes; `draft` fills the generator's name, family and knobs."""
+    """What one template writes for one seed; `generate` fills the generator's name, family and knobs.
+
+    `phrasing` is (which, of how many) instruction wordings the template drew (tests check there are 3+).
+    """
 
     instruction: str
     env_files: dict[str, str]
@@ -110,36 +119,79 @@ class Level:
     wrong: list[str]
     reads: list[str]
     what: str
+    phrasing: tuple[int, int] = (0, 1)
 
 
 LevelFn = Callable[[random.Random], Level]
 
 
+def say(rng: random.Random, phrasings: Sequence[str], **fields: object) -> tuple[str, tuple[int, int]]:
+    """One of a template's phrasings, drawn by the seed, filled with `fields`; and (which, how many)."""
+    i = rng.randrange(len(phrasings))
+    return phrasings[i].format(**fields), (i, len(phrasings))
+
+
+@dataclass(frozen=True)
+class Template:
+    """One task shape of a family at one level: `fn` writes an instance from a seeded RNG."""
+
+    id: str  # short id within the family ("create"); the task records "<family>/<id>"
+    level: int
+    fn: LevelFn = field(compare=False)
+
+
 class ProceduralFamily:
-    """A family of tasks: `levels[d]` writes the task of difficulty d from a seeded RNG."""
+    """A family of tasks: its templates, each at one level; the seed draws one of the requested level's."""
 
     name: str = ""
     family: str = ""
-    levels: dict[int, LevelFn] = {}
+    templates: tuple[Template, ...] = ()
 
     @property
     def families(self) -> tuple[str, ...]:
         return (self.family,)
 
     @property
+    def levels(self) -> dict[int, list[Template]]:
+        out: dict[int, list[Template]] = {}
+        for t in self.templates:
+            out.setdefault(t.level, []).append(t)
+        return dict(sorted(out.items()))
+
+    @property
     def max_level(self) -> int:
         return max(self.levels)
 
+    def template_ids(self, level: int | None = None) -> list[str]:
+        """Full template ids (`<family>/<template>`), of one level or of all."""
+        return [f"{self.family}/{t.id}" for t in self.templates if level is None or t.level == level]
+
+    def template(self, tid: str) -> Template:
+        short = tid.split("/", 1)[1] if tid.startswith(f"{self.family}/") else tid
+        for t in self.templates:
+            if t.id == short:
+                return t
+        raise GeneratorError(f"generator {self.name}: no template {tid!r}; known: {', '.join(self.template_ids())}")
+
     def generate(self, req: GenRequest) -> TaskDraft:
-        if req.difficulty not in self.levels:
+        levels = self.levels
+        if req.difficulty not in levels:
             raise GeneratorError(f"generator {self.name}: difficulty {req.difficulty} is not one of "
-                                 f"{', '.join(map(str, sorted(self.levels)))}")
-        # A string seed is hashed with sha512 by `random`: the same on every run and platform.
-        rng = random.Random(f"{self.name}:{req.seed}:{req.difficulty}")
-        lv = _name_answer(self.levels[req.difficulty](rng), rng)
+                                 f"{', '.join(map(str, sorted(levels)))}")
+        if req.template is not None:
+            tpl = self.template(req.template)
+            if tpl.level != req.difficulty:
+                raise GeneratorError(f"generator {self.name}: template {self.family}/{tpl.id} is level {tpl.level}, "
+                                     f"not {req.difficulty}")
+        else:
+            # A string seed is hashed with sha512 by `random`: the same on every run and platform.
+            tpl = random.Random(f"{self.name}:{req.seed}:{req.difficulty}").choice(levels[req.difficulty])
+        # The instance depends on (template, seed, level) only, however the template was chosen.
+        rng = random.Random(f"{self.name}:{tpl.id}:{req.seed}:{req.difficulty}")
+        lv = _name_answer(tpl.fn(rng), rng)
         return TaskDraft(
-            generator=self.name, family=self.family, difficulty=req.difficulty, seed=req.seed,
-            instruction=lv.instruction, dockerfile=dockerfile(lv.env_files), env_files=lv.env_files,
+            generator=self.name, family=self.family, template=f"{self.family}/{tpl.id}", difficulty=req.difficulty,
+            seed=req.seed, instruction=lv.instruction, dockerfile=dockerfile(lv.env_files), env_files=lv.env_files,
             test_sh=verifier(lv.test_checks, lv.what), solve_sh=script(lv.solve),
             known_wrong=[script(w) for w in lv.wrong], reads=lv.reads, tags=[self.family, f"level-{req.difficulty}"],
         )
@@ -158,7 +210,7 @@ def _name_answer(lv: Level, rng: random.Random) -> Level:
     return Level(instruction=lv.instruction.replace(ANSWER, path), env_files=lv.env_files,
                  test_checks=lv.test_checks.replace(ANSWER, path), solve=lv.solve.replace(ANSWER, path),
                  wrong=[w.replace(ANSWER, path) for w in lv.wrong], reads=[r.replace(ANSWER, path) for r in lv.reads],
-                 what=lv.what.replace(ANSWER, path))
+                 what=lv.what.replace(ANSWER, path), phrasing=lv.phrasing)
 
 
 def register(cls: type[ProceduralFamily]) -> type[ProceduralFamily]:
@@ -168,3 +220,12 @@ def register(cls: type[ProceduralFamily]) -> type[ProceduralFamily]:
 
 def pick(rng: random.Random, pool: list[str] | tuple[str, ...], k: int) -> list[str]:
     return rng.sample(list(pool), k)
+
+
+def word_lines(rng: random.Random, n: int, per_line: tuple[int, int] = (2, 4)) -> list[str]:
+    """`n` lines of 2-4 (by default) random words."""
+    return [" ".join(rng.choices(WORDS, k=rng.randint(*per_line))) for _ in range(n)]
+
+
+# Words no other word contains (and that contain none): a grep for one matches it alone.
+PLAIN = tuple(w for w in WORDS if not any(w in o or o in w for o in WORDS if o != w))

@@ -1,0 +1,94 @@
+"""The deterministic sequence of generator calls a discover job makes (rsi.loop.discover).
+
+Generators take turns, seeds count up from the job's base seed, and the level is the request's (`levels`
+cycles through several, `difficulty` pins one) or the family's curriculum level. A holdout-only job under a
+template (or family) split asks the procedural generators for their holdout templates by name, those not yet
+in the holdout pool first, so `rsi discover --holdout-only --n K` adds K templates where it can: the paired
+test counts templates, not tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Protocol
+
+from rsi.core.contract import HoldoutUnit
+from rsi.core.discover import unit_split
+from rsi.loop.generators import GENERATORS, GenRequest
+from rsi.loop.generators.procedural import ProceduralFamily
+
+HOLDOUT_TRIES = 25  # requests per wanted candidate when holdout-only must filter drafts by their split
+
+
+class Asked(Protocol):
+    n: int
+    families: list[str]
+    holdout_only: bool
+    difficulty: int | None
+    levels: list[int]
+    seed: int | None
+
+
+def seed_of(req: Asked, i: int) -> int:
+    return (req.seed or 0) * 100_003 + i
+
+
+def plain_requests(req: Asked, gens: list[str], levels: dict[str, int], max_level: int) -> list[tuple[str, GenRequest]]:
+    """(generator, request) pairs: generators round-robin, then families, then the request's levels."""
+    out = []
+    families: list[str | None] = list(req.families) or [None]
+    budget = req.n * (HOLDOUT_TRIES if req.holdout_only else 1)  # holdout-only keeps going until n holdout ones
+    for i in range(budget):
+        gname = gens[i % len(gens)]
+        fam = families[(i // len(gens)) % len(families)]
+        g = GENERATORS.create(gname)
+        fam = fam if fam is not None else (g.families[0] if g.families[0] != "*" else None)
+        if req.families and g.families[0] != "*" and fam not in g.families:
+            continue
+        if req.levels:
+            level = req.levels[(i // (len(gens) * len(families))) % len(req.levels)]
+        else:
+            level = req.difficulty or levels.get(fam or "", 1)
+        out.append((gname, GenRequest(seed=seed_of(req, i), difficulty=min(level, g.max_level, max_level),
+                                      family=fam)))
+    return out
+
+
+def holdout_templates(req: Asked, gens: list[str], levels: dict[str, int], max_level: int, unit: HoldoutUnit,
+                      fraction: float) -> list[tuple[str, int, str]]:
+    """(generator, level, template) of every holdout template the request allows: its levels, else its
+    difficulty, else every level up to the family's curriculum level."""
+    out = []
+    for gname in gens:
+        g = GENERATORS.create(gname)
+        if not isinstance(g, ProceduralFamily) or (req.families and g.family not in req.families):
+            continue
+        allowed = req.levels or ([req.difficulty] if req.difficulty else range(1, levels.get(g.family, 1) + 1))
+        for lv in allowed:
+            if lv not in g.levels or lv > max_level:
+                continue
+            for tid in g.template_ids(lv):
+                if unit_split(unit, tid if unit == "template" else g.family, fraction) == "holdout":
+                    out.append((gname, lv, tid))
+    return out
+
+
+def holdout_requests(req: Asked, gens: list[str], levels: dict[str, int], max_level: int, unit: HoldoutUnit,
+                     fraction: float, covered: Collection[str]) -> list[tuple[str, GenRequest]] | None:
+    """Holdout-only requests aimed at holdout templates, uncovered ones first; None when the split is by task
+    (nothing to aim at: drafts are filtered by their digest's split) or no procedural generator is asked for."""
+    if unit == "task":
+        return None
+    options = holdout_templates(req, gens, levels, max_level, unit, fraction)
+    if not options:
+        return None if not any(isinstance(GENERATORS.create(g), ProceduralFamily) for g in gens) else []
+    ordered = [o for o in options if o[2] not in covered] + [o for o in options if o[2] in covered]
+    out = []
+    for i in range(req.n * HOLDOUT_TRIES):
+        gname, lv, tid = ordered[i % len(ordered)]
+        fam = tid.split("/", 1)[0]
+        out.append((gname, GenRequest(seed=seed_of(req, i), difficulty=lv, family=fam, template=tid)))
+    return out
+
+
+__all__ = ["HOLDOUT_TRIES", "holdout_requests", "holdout_templates", "plain_requests"]

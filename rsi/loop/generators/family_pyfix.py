@@ -1,0 +1,282 @@
+"""The `pyfix` family: small Python fixes, each checked by calling the function (a wrong operator, a
+comparison at its boundary, a missing return, the wrong string method; an off-by-one loop, the second
+largest item, an accumulator reset in the loop, a counter that raises KeyError, a syntax error; vowels in any
+case and an average with two bugs above)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from rsi.loop.generators.procedural import (
+    WORDS,
+    Level,
+    ProceduralFamily,
+    Template,
+    pick,
+    register,
+    say,
+)
+
+
+def _module(rng: random.Random) -> tuple[str, str, str]:
+    """(module file name, function name, path)."""
+    mod, fn = pick(rng, WORDS, 2)
+    name = f"{mod}_{rng.randint(10, 99)}"
+    return name, f"{fn}_value", f"/app/{name}.py"
+
+
+def _call_check(path: str, fn: str, cases: Sequence[tuple[tuple[Any, ...], Any]]) -> str:
+    return (
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('m', {path!r})\n"
+        "m = importlib.util.module_from_spec(spec)\n"
+        "try:\n    spec.loader.exec_module(m)\nexcept Exception as e:\n"
+        f"    fail(f'{path} does not load: {{e!r}}')\n"
+        f"for args, want in {list(cases)!r}:\n"
+        "    try:\n"
+        f"        got = m.{fn}(*args)\n"
+        "    except Exception as e:\n"
+        f"        fail(f'{fn}{{args}} raised {{e!r}}')\n"
+        "    if got != want or type(got) is not type(want):\n"
+        f"        fail(f'{fn}{{args}} returned {{got!r}}, expected {{want!r}}')\n"
+    )
+
+
+def _write(path: str, source: str) -> str:
+    """A script that replaces `path` with `source`."""
+    return f"cat > {path} <<'PYEOF'\n{source}PYEOF"
+
+
+def _level(instruction: str, ph: tuple[int, int], mod: str, path: str, fn: str, src: str,
+           cases: Sequence[tuple[tuple[Any, ...], Any]], solve: str, wrong: list[str], what: str) -> Level:
+    return Level(instruction=instruction, env_files={f"{mod}.py": src}, test_checks=_call_check(path, fn, cases),
+                 solve=solve, wrong=wrong, reads=[path], what=f"{fn} in {path} {what}", phrasing=ph)
+
+
+# -- level 1 -------------------------------------------------------------------------------------
+
+OPS = [("sum", "+", "-", "*"), ("product", "*", "+", "-"), ("difference a - b", "-", "+", "*")]
+
+
+def operator(rng: random.Random) -> Level:
+    mod, fn, path = _module(rng)
+    what, good, bad, wrong = rng.choice(OPS)
+    src = f"def {fn}(a, b):\n    return a {bad} b\n"
+    cases = [((a, b), eval(f"{a} {good} {b}")) for a, b in ((rng.randint(2, 9), rng.randint(2, 9)), (7, 3), (0, 5))]
+    instruction, ph = say(rng, [
+        "The function `{fn}(a, b)` in `{path}` should return the {what} of its arguments, but it uses `{bad}`. "
+        "Fix it so it uses `{good}`.",
+        "`{fn}(a, b)` in `{path}` is meant to compute the {what} of `a` and `b`; it wrongly applies `{bad}`. "
+        "Correct the operator to `{good}`.",
+        "Fix `{path}`: `{fn}(a, b)` must return the {what} (operator `{good}`), not use `{bad}`.",
+    ], fn=fn, path=path, what=what, bad=bad, good=good)
+    return _level(instruction, ph, mod, path, fn, src, cases,
+                  f"sed -i 's/return a {bad} b/return a {good} b/' {path}",
+                  [f"sed -i 's/return a {bad} b/return a {wrong} b/' {path}",
+                   f"sed -i 's/return a {bad} b/return b {good} a {bad} 1/' {path}"], f"computes the {what}")
+
+
+def comparison(rng: random.Random) -> Level:
+    mod, fn, path = _module(rng)
+    bad, good, flip, words, step = rng.choice([(">", ">=", "<=", "at least", 1), ("<", "<=", ">=", "at most", -1)])
+    limit = rng.randint(10, 90)
+    src = f"def {fn}(x, limit):\n    return x {bad} limit\n"
+    cases = [((limit, limit), True), ((limit - step, limit), False), ((limit + 3 * step, limit), True)]
+    instruction, ph = say(rng, [
+        "`{fn}(x, limit)` in `{path}` should return True when `x` is {words} `limit`, but it returns False when "
+        "`x` equals `limit`. Fix it.",
+        "In `{path}`, `{fn}(x, limit)` must be True for every `x` {words} `limit` (equality included); today "
+        "`{fn}({limit}, {limit})` is False. Fix the comparison.",
+        "Fix the boundary of `{fn}(x, limit)` in `{path}`: it should answer whether `x` is {words} `limit`, "
+        "counting `x == limit` as True.",
+    ], fn=fn, path=path, words=words, limit=limit)
+    return _level(instruction, ph, mod, path, fn, src, cases,
+                  f"sed -i 's/x {bad} limit/x {good} limit/' {path}",
+                  [f"sed -i 's/x {bad} limit/x {flip} limit/' {path}", f"sed -i 's/x {bad} limit/x == limit/' {path}"],
+                  f"tests x {good} limit")
+
+
+def missing_return(rng: random.Random) -> Level:
+    mod, fn, path = _module(rng)
+    k = rng.randint(2, 9)
+    src = f"def {fn}(xs):\n    result = []\n    for x in xs:\n        result.append(x * {k})\n"
+    cases = [(([1, 2],), [k, 2 * k]), (([],), []), (([5],), [5 * k])]
+    instruction, ph = say(rng, [
+        "`{fn}(xs)` in `{path}` builds a list of every item times {k} but never returns it (it returns None). "
+        "Make it return the list.",
+        "In `{path}`, `{fn}(xs)` computes `result` (each item multiplied by {k}) and then forgets to return it. "
+        "Fix that.",
+        "Fix `{path}` so that `{fn}(xs)` returns the list it builds (`[x * {k} for each x]`) instead of None.",
+    ], fn=fn, path=path, k=k)
+    return _level(instruction, ph, mod, path, fn, src, cases, f"printf '    return result\\n' >> {path}",
+                  [f"printf '    return xs\\n' >> {path}", f"printf '    print(result)\\n' >> {path}"],
+                  "returns the list")
+
+
+def string_method(rng: random.Random) -> Level:
+    mod, fn, path = _module(rng)
+    what, good, bad = rng.choice([("upper case", "upper", "lower"), ("lower case", "lower", "upper")])
+    w1, w2 = pick(rng, WORDS, 2)
+    src = f"def {fn}(s):\n    return s.{bad}()\n"
+    cases = [((f"{w1} {w2}",), getattr(f"{w1} {w2}", good)()), (("Mixed Case",), getattr("Mixed Case", good)()),
+             ((w1.upper(),), getattr(w1.upper(), good)())]
+    instruction, ph = say(rng, [
+        "`{fn}(s)` in `{path}` should return `s` in {what}, but it calls `.{bad}()`. Fix it.",
+        "In `{path}`, `{fn}(s)` must turn the whole string into {what}; it uses the wrong string method. Fix it.",
+        "Fix `{path}`: `{fn}(s)` returns `s.{bad}()` where it should return `s` entirely in {what}.",
+    ], fn=fn, path=path, what=what, bad=bad)
+    return _level(instruction, ph, mod, path, fn, src, cases, f"sed -i 's/s.{bad}()/s.{good}()/' {path}",
+                  [f"sed -i 's/s.{bad}()/s.title()/' {path}", f"sed -i 's/s.{bad}()/s.swapcase()/' {path}"],
+                  f"returns {what}")
+
+
+# -- level 2 -------------------------------------------------------------------------------------
+
+
+def off_by_one(rng: random.Random) -> Level:
+    mod, fn, path = _module(rng)
+    src = f"def {fn}(n):\n    total = 0\n    for i in range(1, n):\n        total += i\n    return total\n"
+    cases = [((n,), n * (n + 1) // 2) for n in (1, 3, rng.randint(5, 20))]
+    instruction, ph = say(rng, [
+        "`{fn}(n)` in `{path}` should return 1 + 2 + ... + n (so `{fn}(3)` is 6), but its loop stops one too "
+        "early. Fix it.",
+        "In `{path}`, `{fn}(n)` must sum the integers 1 through n inclusive (`{fn}(3)` == 6); it leaves out n. "
+        "Fix the loop.",
+        "Fix the off-by-one in `{path}`: `{fn}(n)` should add up 1..n including n, e.g. `{fn}(3)` returns 6.",
+    ], fn=fn, path=path)
+    return _level(instruction, ph, mod, path, fn, src, cases, f"sed -i 's/range(1, n)/range(1, n + 1)/' {path}",
+                  [f"sed -i 's/range(1, n)/range(0, n)/' {path}", f"sed -i 's/range(1, n)/range(1, n + 2)/' {path}"],
+                  "sums 1..n")
+
+
+def second_largest(rng: random.Random) -> Level:
+    mod, fn, path = _module(rng)
+    src = f"def {fn}(xs):\n    return sorted(xs)[1]\n"
+    big = rng.sample(range(10, 99), 4)
+    cases = [((big,), sorted(big)[-2]), (([3, 1, 2],), 2), (([5, 9],), 5)]
+    instruction, ph = say(rng, [
+        "`{fn}(xs)` in `{path}` should return the second largest number of the list `xs`, but it returns the "
+        "second smallest. Fix it.",
+        "In `{path}`, `{fn}(xs)` must give the runner-up: the largest value after the maximum. It picks from the "
+        "wrong end of the sorted list. Fix it.",
+        "Fix `{path}` so that `{fn}(xs)` returns the second biggest item of `xs` (for [3, 1, 2] that is 2; for "
+        "[5, 9] it is 5).",
+    ], fn=fn, path=path)
+    return _level(instruction, ph, mod, path, fn, src, cases, f"sed -i 's/sorted(xs)\\[1\\]/sorted(xs)[-2]/' {path}",
+                  [f"sed -i 's/sorted(xs)\\[1\\]/sorted(xs)[-1]/' {path}",
+                   f"sed -i 's/sorted(xs)\\[1\\]/sorted(xs, reverse=True)[2]/' {path}"], "returns the second largest")
+
+
+def accumulate(rng: random.Random) -> Level:
+    mod, fn, path = _module(rng)
+    what, op, start = rng.choice([("sum", "+=", 0), ("product", "*=", 1)])
+    src = f"def {fn}(xs):\n    for x in xs:\n        total = {start}\n        total {op} x\n    return total\n"
+    good = f"def {fn}(xs):\n    total = {start}\n    for x in xs:\n        total {op} x\n    return total\n"
+    early = f"def {fn}(xs):\n    total = {start}\n    for x in xs:\n        total {op} x\n        return total\n"
+    vals = rng.sample(range(2, 9), 3)
+    want = sum(vals) if what == "sum" else vals[0] * vals[1] * vals[2]
+    cases = [((vals,), want), (([],), start), (([4],), 4)]
+    instruction, ph = say(rng, [
+        "`{fn}(xs)` in `{path}` should return the {what} of the numbers in `xs` ({start} for an empty list), but "
+        "it resets its running total inside the loop. Fix it.",
+        "In `{path}`, `{fn}(xs)` must compute the {what} of `xs` (an empty list gives {start}); the accumulator "
+        "starts over on every item. Fix the function.",
+        "Fix `{path}`: `{fn}(xs)` only keeps the last item because `total` is re-initialised in the loop. It should "
+        "return the {what} of all items, {start} for none.",
+    ], fn=fn, path=path, what=what, start=start)
+    return _level(instruction, ph, mod, path, fn, src, cases, _write(path, good),
+                  [f"sed -i '/total = {start}/d' {path}", _write(path, early)], f"returns the {what}")
+
+
+def dict_count(rng: random.Random) -> Level:
+    mod, fn, path = _module(rng)
+    src = f"def {fn}(words):\n    counts = {{}}\n    for w in words:\n        counts[w] += 1\n    return counts\n"
+    a, b, c = pick(rng, WORDS, 3)
+    cases = [(([a, b, a],), {a: 2, b: 1}), (([],), {}), (([c, c, c, a],), {c: 3, a: 1})]
+    instruction, ph = say(rng, [
+        "`{fn}(words)` in `{path}` should return a dict mapping each word to how often it occurs, but it raises "
+        "KeyError on the first word. Fix it.",
+        "In `{path}`, `{fn}(words)` must count the words of a list (word -> number of occurrences); it fails with "
+        "KeyError because it never starts a count. Fix it.",
+        "Fix `{path}` so that `{fn}(['x', 'y', 'x'])` returns `{{'x': 2, 'y': 1}}` instead of raising KeyError.",
+    ], fn=fn, path=path)
+    return _level(instruction, ph, mod, path, fn, src, cases,
+                  f"sed -i 's/counts\\[w\\] += 1/counts[w] = counts.get(w, 0) + 1/' {path}",
+                  [f"sed -i 's/counts\\[w\\] += 1/counts[w] = 1/' {path}",
+                   f"sed -i 's/counts\\[w\\] += 1/counts.setdefault(w, 0)/' {path}"], "counts the words")
+
+
+def syntax(rng: random.Random) -> Level:
+    mod, fn, path = _module(rng)
+    src = f"def {fn}(x):\n    if x < 0\n        return -x\n    return x\n"
+    n = rng.randint(5, 50)
+    cases = [((-3,), 3), ((4,), 4), ((0,), 0), ((-n,), n)]
+    instruction, ph = say(rng, [
+        "`{path}` does not load: the `if` in `{fn}(x)` lacks its colon. Fix the syntax so `{fn}(x)` returns the "
+        "absolute value of `x`.",
+        "Python refuses to import `{path}` (a syntax error in `{fn}`). Repair it; `{fn}(x)` should return `x` "
+        "without its sign (the absolute value).",
+        "Fix the syntax error in `{path}` so the module loads and `{fn}(-3)` returns 3 and `{fn}(4)` returns 4.",
+    ], fn=fn, path=path)
+    return _level(instruction, ph, mod, path, fn, src, cases, f"sed -i 's/if x < 0$/if x < 0:/' {path}",
+                  [f"sed -i 's/if x < 0$/if x < 0:/; s/return -x/return x/' {path}",
+                   f"sed -i '/if x < 0/d; /return -x/d' {path}"], "returns |x|")
+
+
+# -- levels 3 and 4 ------------------------------------------------------------------------------
+
+
+def vowels(rng: random.Random) -> Level:
+    mod, fn, path = _module(rng)
+    src = (f"def {fn}(text):\n    count = 0\n    for ch in text:\n        if ch in 'aeiou':\n"
+           "            count += 1\n    return count\n")
+    words = pick(rng, WORDS, 3)
+    cases: list[tuple[tuple[Any, ...], Any]] = [
+        ((w.capitalize() + " " + w.upper(),), 2 * sum(c in "aeiou" for c in w)) for w in words]
+    cases.append((("Yes sky",), 1))
+    instruction, ph = say(rng, [
+        "`{fn}(text)` in `{path}` should count the vowels a, e, i, o, u in `text`, upper or lower case, but it "
+        "misses upper-case vowels. Fix it.",
+        "In `{path}`, `{fn}(text)` must count vowels (a, e, i, o, u) regardless of case; capitals are not counted "
+        "today. Fix it.",
+        "Fix `{path}`: `{fn}('AE io')` should be 4, since `{fn}(text)` counts a, e, i, o, u in either case (y is "
+        "not a vowel).",
+    ], fn=fn, path=path)
+    return _level(instruction, ph, mod, path, fn, src, cases,
+                  f"sed -i 's/for ch in text:/for ch in text.lower():/' {path}",
+                  [f"sed -i \"s/'aeiou'/'aeiouy'/\" {path}", f"sed -i \"s/'aeiou'/'AEIOU'/\" {path}"],
+                  "counts vowels in any case")
+
+
+def average(rng: random.Random) -> Level:
+    mod, fn, path = _module(rng)
+    src = f"def {fn}(xs)\n    if not xs:\n        return 0\n    return sum(xs) // len(xs)\n"
+    cases: list[tuple[tuple[Any, ...], Any]] = [(([1, 2],), 1.5), (([],), 0), (([4, 4, 5],), 13 / 3)]
+    instruction, ph = say(rng, [
+        "`{path}` defines `{fn}(xs)`, which should return the average of a list of numbers (0 for an empty list), "
+        "as a float such as 1.5. The file does not even load, and the average is rounded down. Fix both bugs.",
+        "Two bugs in `{path}`: a syntax error keeps it from loading, and `{fn}(xs)` rounds the mean down. It should "
+        "return the exact average as a float (1.5 for [1, 2]) and 0 for an empty list.",
+        "Make `{path}` load and make `{fn}(xs)` return the true mean of `xs` (a float, e.g. 1.5 for [1, 2]; 0 for "
+        "[]). There are two separate mistakes.",
+    ], fn=fn, path=path)
+    return _level(instruction, ph, mod, path, fn, src, cases,
+                  f"sed -i 's/def {fn}(xs)$/def {fn}(xs):/; s|sum(xs) // len(xs)|sum(xs) / len(xs)|' {path}",
+                  [f"sed -i 's/def {fn}(xs)$/def {fn}(xs):/' {path}",
+                   f"sed -i 's/def {fn}(xs)$/def {fn}(xs):/; s|sum(xs) // len(xs)|round(sum(xs) / len(xs))|' {path}"],
+                  "returns the float average")
+
+
+@register
+class PyfixFamily(ProceduralFamily):
+    name = "pyfix"
+    family = "pyfix"
+    templates = (
+        Template("operator", 1, operator), Template("comparison", 1, comparison),
+        Template("missing-return", 1, missing_return), Template("string-method", 1, string_method),
+        Template("off-by-one", 2, off_by_one), Template("second-largest", 2, second_largest),
+        Template("accumulate", 2, accumulate), Template("dict-count", 2, dict_count), Template("syntax", 2, syntax),
+        Template("vowels", 3, vowels), Template("average", 4, average),
+    )

@@ -1,0 +1,274 @@
+"""The `text` family: text processing with standard tools (count lines / words / matches, first and last
+lines, upper case, sort, dedupe, reverse, numeric sort; distinct sorted lines and word replacement above)."""
+
+from __future__ import annotations
+
+import random
+
+from rsi.loop.generators.procedural import (
+    PLAIN,
+    WORDS,
+    Level,
+    ProceduralFamily,
+    Template,
+    answer_check,
+    lines_check,
+    pick,
+    register,
+    say,
+    word_lines,
+)
+
+
+def _names(rng: random.Random) -> tuple[str, str]:
+    f, out = pick(rng, WORDS, 2)
+    return f"/app/{f}.txt", f"/app/{out}.txt"
+
+
+def _text(lines: list[str]) -> str:
+    return "\n".join(lines) + "\n"
+
+
+# -- level 1 -------------------------------------------------------------------------------------
+
+
+def count_lines(rng: random.Random) -> Level:
+    src, out = _names(rng)
+    lines = word_lines(rng, rng.randint(4, 20))
+    n = len(lines)
+    instruction, ph = say(rng, [
+        "Write the number of lines in `{src}` to the file `{out}`.",
+        "Count the lines of `{src}` and save that number in `{out}`.",
+        "How many lines does `{src}` have? Put the number (digits only) into `{out}`.",
+    ], src=src, out=out)
+    return Level(
+        instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=answer_check(out, str(n)),
+        solve=f"wc -l < {src} > {out}", wrong=[f"wc -w < {src} > {out}", f"echo {n + 1} > {out}"],
+        reads=[out], what=f"{out} holds {n}", phrasing=ph,
+    )
+
+
+def count_words(rng: random.Random) -> Level:
+    src, out = _names(rng)
+    lines = word_lines(rng, rng.randint(3, 9))
+    n = sum(len(ln.split()) for ln in lines)
+    instruction, ph = say(rng, [
+        "Write the number of words in `{src}` to `{out}`.",
+        "Count every word of `{src}` (words are separated by spaces or line breaks) and save the count in `{out}`.",
+        "How many words does `{src}` hold? Write just that number to `{out}`.",
+    ], src=src, out=out)
+    return Level(
+        instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=answer_check(out, str(n)),
+        solve=f"wc -w < {src} > {out}", wrong=[f"wc -l < {src} > {out}", f"wc -c < {src} > {out}"],
+        reads=[out], what=f"{out} holds {n}", phrasing=ph,
+    )
+
+
+def head(rng: random.Random) -> Level:
+    src, out = _names(rng)
+    n = rng.randint(2, 4)
+    lines = word_lines(rng, rng.randint(2 * n + 1, 2 * n + 5))
+    instruction, ph = say(rng, [
+        "Write the first {n} lines of `{src}` to `{out}`.",
+        "Copy only the top {n} lines of `{src}` into `{out}`.",
+        "`{out}` should hold the opening {n} lines of `{src}`, unchanged and in order.",
+    ], n=n, src=src, out=out)
+    return Level(
+        instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=lines_check(out, lines[:n]),
+        solve=f"head -n {n} {src} > {out}", wrong=[f"tail -n {n} {src} > {out}", f"head -n {n + 1} {src} > {out}"],
+        reads=[out], what=f"{out} holds the first {n} lines", phrasing=ph,
+    )
+
+
+def tail(rng: random.Random) -> Level:
+    src, out = _names(rng)
+    n = rng.randint(2, 4)
+    lines = word_lines(rng, rng.randint(2 * n + 1, 2 * n + 5))
+    instruction, ph = say(rng, [
+        "Write the last {n} lines of `{src}` to `{out}`.",
+        "Copy only the final {n} lines of `{src}` into `{out}`, in their original order.",
+        "`{out}` should hold the closing {n} lines of `{src}`, unchanged.",
+    ], n=n, src=src, out=out)
+    return Level(
+        instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=lines_check(out, lines[-n:]),
+        solve=f"tail -n {n} {src} > {out}", wrong=[f"head -n {n} {src} > {out}", f"tail -n {n - 1} {src} > {out}"],
+        reads=[out], what=f"{out} holds the last {n} lines", phrasing=ph,
+    )
+
+
+def upper(rng: random.Random) -> Level:
+    src, out = _names(rng)
+    lines = word_lines(rng, rng.randint(2, 6))
+    instruction, ph = say(rng, [
+        "Write the content of `{src}` in upper case to `{out}`.",
+        "Convert every letter of `{src}` to capitals and save the result as `{out}`.",
+        "`{out}` must be `{src}` with all lower-case letters turned into upper case.",
+    ], src=src, out=out)
+    return Level(
+        instruction=instruction, env_files={src[5:]: _text(lines)},
+        test_checks=lines_check(out, [ln.upper() for ln in lines]), solve=f"tr a-z A-Z < {src} > {out}",
+        wrong=[f"cp {src} {out}", f"sed 's/.*/\\u&/' {src} > {out}"], reads=[out],
+        what=f"{out} is {src} in upper case", phrasing=ph,
+    )
+
+
+# -- level 2 -------------------------------------------------------------------------------------
+
+
+def sort(rng: random.Random) -> Level:
+    src, out = _names(rng)
+    lines = pick(rng, WORDS, rng.randint(5, 10))
+    while lines == sorted(lines) or lines == sorted(lines, reverse=True):
+        rng.shuffle(lines)
+    instruction, ph = say(rng, [
+        "Write the lines of `{src}`, sorted alphabetically, to `{out}`.",
+        "Sort the lines of `{src}` in alphabetical order and save them to `{out}`.",
+        "`{out}` should hold every line of `{src}`, in A-to-Z order.",
+    ], src=src, out=out)
+    return Level(
+        instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=lines_check(out, sorted(lines)),
+        solve=f"LC_ALL=C sort {src} > {out}", wrong=[f"cp {src} {out}", f"LC_ALL=C sort -r {src} > {out}"],
+        reads=[out], what=f"{out} holds the sorted lines", phrasing=ph,
+    )
+
+
+def _uniq(lines: list[str]) -> list[str]:
+    return [ln for i, ln in enumerate(lines) if i == 0 or lines[i - 1] != ln]
+
+
+def dedupe(rng: random.Random) -> Level:
+    src, out = _names(rng)
+    base = pick(rng, WORDS, rng.randint(4, 6))
+    lines = base + rng.choices(base, k=rng.randint(3, 5))
+    want: list[str] = []
+    for _ in range(100):  # first-seen order must differ from sorted order and from `uniq`'s answer
+        rng.shuffle(lines)
+        want = list(dict.fromkeys(lines))
+        if want != sorted(want) and _uniq(lines) != want:
+            break
+    instruction, ph = say(rng, [
+        "Write the lines of `{src}` to `{out}` with repeated lines removed: keep the first occurrence of each "
+        "line, in the original order.",
+        "Remove duplicate lines from `{src}` (keep each line's first appearance, do not sort) and save the result "
+        "as `{out}`.",
+        "`{out}` should list every distinct line of `{src}` once, in the order each first appears.",
+    ], src=src, out=out)
+    return Level(
+        instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=lines_check(out, want),
+        solve=f"awk '!seen[$0]++' {src} > {out}", wrong=[f"LC_ALL=C sort -u {src} > {out}", f"uniq {src} > {out}"],
+        reads=[out], what=f"{out} holds the distinct lines in first-seen order", phrasing=ph,
+    )
+
+
+def count_matches(rng: random.Random) -> Level:
+    w = rng.choice(PLAIN)
+    others = [x for x in WORDS if w not in x and x not in w]
+    f, o = pick(rng, others, 2)
+    src, out = f"/app/{f}.txt", f"/app/{o}.txt"
+    lines = [" ".join(rng.choices(others, k=rng.randint(2, 4))) for _ in range(rng.randint(4, 9))]
+    k = rng.randint(2, 3)
+    hits = [f"{w} {rng.choice(others)} {w}"] + [f"{rng.choice(others)} {w}" for _ in range(k - 1)]
+    for h in hits:
+        lines.insert(rng.randint(0, len(lines)), h)
+    instruction, ph = say(rng, [
+        "Write the number of lines of `{src}` that contain the word `{w}` to `{out}`.",
+        "Count how many lines in `{src}` mention `{w}` (a line counts once) and write that number to `{out}`.",
+        "In `{src}`, how many lines include `{w}`? Save the count of such lines to `{out}`.",
+    ], src=src, w=w, out=out)
+    return Level(
+        instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=answer_check(out, str(k)),
+        solve=f"grep -cw {w} {src} > {out}", wrong=[f"grep -ow {w} {src} | wc -l > {out}", f"wc -l < {src} > {out}"],
+        reads=[out], what=f"{out} holds {k}", phrasing=ph,
+    )
+
+
+def reverse(rng: random.Random) -> Level:
+    src, out = _names(rng)
+    lines = pick(rng, WORDS, rng.randint(4, 8))
+    while lines[::-1] == sorted(lines, reverse=True) or lines == sorted(lines):
+        rng.shuffle(lines)
+    instruction, ph = say(rng, [
+        "Write the lines of `{src}` in reverse order (last line first) to `{out}`.",
+        "Save `{src}` upside down into `{out}`: its last line first, its first line last.",
+        "`{out}` should hold the lines of `{src}` from the bottom up.",
+    ], src=src, out=out)
+    return Level(
+        instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=lines_check(out, lines[::-1]),
+        solve=f"tac {src} > {out}", wrong=[f"cp {src} {out}", f"LC_ALL=C sort -r {src} > {out}"],
+        reads=[out], what=f"{out} holds the lines reversed", phrasing=ph,
+    )
+
+
+def sort_numeric(rng: random.Random) -> Level:
+    src, out = _names(rng)
+    # one-digit numbers 5-9 and two-digit ones 10-49: text order puts "12" before "7", numeric order does not
+    nums = rng.sample(range(5, 10), 2) + rng.sample(range(10, 50), 3) + rng.sample(range(100, 1000), 2)
+    rng.shuffle(nums)
+    want = [str(n) for n in sorted(nums)]
+    instruction, ph = say(rng, [
+        "`{src}` holds one number per line. Write them to `{out}` sorted from smallest to largest.",
+        "Sort the numbers in `{src}` numerically (ascending) and save them, one per line, to `{out}`.",
+        "`{out}` should list the numbers of `{src}` in increasing numeric order.",
+    ], src=src, out=out)
+    return Level(
+        instruction=instruction, env_files={src[5:]: _text([str(n) for n in nums])}, test_checks=lines_check(out, want),
+        solve=f"sort -n {src} > {out}", wrong=[f"LC_ALL=C sort {src} > {out}", f"sort -rn {src} > {out}"],
+        reads=[out], what=f"{out} holds the numbers in order", phrasing=ph,
+    )
+
+
+# -- levels 3 and 4 ------------------------------------------------------------------------------
+
+
+def distinct_sorted(rng: random.Random) -> Level:
+    src, out = _names(rng)
+    base = pick(rng, WORDS, rng.randint(4, 7))
+    lines = base + rng.choices(base, k=rng.randint(3, 6))
+    rng.shuffle(lines)
+    while lines == sorted(lines) or list(dict.fromkeys(lines)) == sorted(set(lines)):
+        rng.shuffle(lines)
+    instruction, ph = say(rng, [
+        "Write the distinct lines of `{src}` to `{out}`, sorted alphabetically, each line once.",
+        "Save every different line of `{src}` exactly once, in alphabetical order, to `{out}`.",
+        "`{out}` should hold the unique lines of `{src}`: no repeats, sorted A to Z.",
+    ], src=src, out=out)
+    return Level(
+        instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=lines_check(out, sorted(set(lines))),
+        solve=f"LC_ALL=C sort -u {src} > {out}", wrong=[f"LC_ALL=C sort {src} > {out}", f"uniq {src} > {out}"],
+        reads=[out], what=f"{out} holds the distinct sorted lines", phrasing=ph,
+    )
+
+
+def replace(rng: random.Random) -> Level:
+    old = rng.choice(PLAIN)
+    f, o, new = pick(rng, [w for w in WORDS if w != old], 3)
+    src, out = f"/app/{f}.txt", f"/app/{o}.txt"
+    others = [w for w in WORDS if w not in (old, new) and old not in w]
+    lines = [" ".join(rng.choices(others, k=3)) for _ in range(rng.randint(3, 6))]
+    lines.insert(rng.randint(0, len(lines)), f"{old} {rng.choice(others)} {old}")
+    lines.insert(rng.randint(0, len(lines)), f"{rng.choice(others)} {old}")
+    want = [ln.replace(old, new) for ln in lines]
+    instruction, ph = say(rng, [
+        "Replace every occurrence of the word `{old}` with `{new}` in `{src}` and write the result to `{out}`.",
+        "Write `{src}` to `{out}` with each `{old}` changed into `{new}` (all of them, also several on one line).",
+        "`{out}` should be a copy of `{src}` in which the word `{old}` is replaced by `{new}` everywhere.",
+    ], old=old, new=new, src=src, out=out)
+    return Level(
+        instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=lines_check(out, want),
+        solve=f"sed 's/{old}/{new}/g' {src} > {out}",
+        wrong=[f"sed 's/{old}/{new}/' {src} > {out}", f"grep -v {old} {src} > {out}"],
+        reads=[out], what=f"{out} has every {old} replaced", phrasing=ph,
+    )
+
+
+@register
+class TextFamily(ProceduralFamily):
+    name = "text"
+    family = "text"
+    templates = (
+        Template("count-lines", 1, count_lines), Template("count-words", 1, count_words), Template("head", 1, head),
+        Template("tail", 1, tail), Template("upper", 1, upper),
+        Template("sort", 2, sort), Template("dedupe", 2, dedupe), Template("count-matches", 2, count_matches),
+        Template("reverse", 2, reverse), Template("sort-numeric", 2, sort_numeric),
+        Template("distinct-sorted", 3, distinct_sorted), Template("replace", 4, replace),
+    )
