@@ -6,7 +6,8 @@ back, or None when the evidence decides nothing yet. The rules, in order:
 - not failed: some baseline trial passed -> no verdict;
 - `infra`: every baseline trial (or every oracle re-run) ended on a sandbox or endpoint error, so
   nothing was learnt; such trials are re-run and never count towards a rate;
-- `task`: nop passes, or the oracle fails (every run) or flips (passes and fails across re-runs);
+- `task`: every baseline trial ended on a `verifier_error` (the verifier could not set itself up), nop
+  passes, or the oracle fails (every run) or flips (passes and fails across re-runs);
 - `config`: some variant within the contract passed with the same model (the best one is named);
 - `model`: the oracle passed every re-run and every variant tried failed; the confidence grows
   with how many variants were tried (`config_probes` of them reach full weight), and is lower while
@@ -33,6 +34,9 @@ class Evidence:
     agent: str  # harness | oracle | nop
     passed: bool
     infra: bool = False
+    # Ended on an error of the task's own verifier (`verifier_error`: it could not set itself up, or
+    # exited non-zero over a passing reward): evidence against the task, never the model.
+    task_side: bool = False
     config_digest: str | None = None
     variant: str | None = None  # the candidate's label; None = the generation's own config
 
@@ -69,6 +73,9 @@ def attribute(
             return Verdict("infra", 1.0, f"all {len(baseline)} baseline trial(s) ended on infra errors; re-run",
                            [e.trial_id for e in baseline])
         return None
+    if all(e.task_side for e in base):
+        return Verdict("task", 0.9, f"the task's verifier failed in {len(base)} of {len(base)} baseline trial(s) "
+                       "(verifier_error): not the model's failure", ids)
     orc, nops = _counted(oracle), _counted(nop)
     if any(e.passed for e in nops):
         return Verdict("task", 0.95, "doing nothing (nop) passes: the verifier does not check the work", ids)

@@ -18,7 +18,7 @@ from rsi.core.contract import AttributionRules
 from rsi.core.pareto import Outcome, outcome
 from rsi.core.search import SearchState
 from rsi.core.task import Task
-from rsi.core.trial import is_infra
+from rsi.core.trial import ErrorType, is_infra
 from rsi.loop.context import WorkspaceContext
 from rsi.store.tables import TrialRow
 
@@ -74,6 +74,7 @@ def read_book(ctx: WorkspaceContext, gen: str, pool: Pool) -> Book:
 
 def _ev(rows: list[TrialRow], variant: str | None = None) -> list[Evidence]:
     return [Evidence(trial_id=t.id, agent=t.agent, passed=bool(t.passed), infra=is_infra(t.error_type),
+                     task_side=t.error_type == ErrorType.VERIFIER_ERROR.value,
                      config_digest=t.harness_config_digest, variant=variant) for t in rows]
 
 

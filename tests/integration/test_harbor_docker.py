@@ -196,34 +196,41 @@ def _stand_ins(dockerfile: Path) -> None:
             substitute_base(tag)
 
 
-@pytest.fixture
-def net_ctx(tmp_path: Path) -> WorkspaceContext:
-    """A workspace whose contract lets a task that asks for `public` have it: TB 2.x tasks say
-    allow_internet = true, and their verifiers fetch pytest from PyPI (the mirror the host uses)."""
-    init_workspace(tmp_path / "ws", starter_tasks=False)
-    contract = tmp_path / "ws" / "contracts" / "hcp-1.0.yaml"
-    text = contract.read_text()
-    assert "network: false" in text
-    contract.write_text(text.replace("network: false", "network: true", 1))
-    return WorkspaceContext.open(tmp_path / "ws")
-
-
 def _verifier_out(t: object) -> str:
     vdir = Path(t.trial_dir) / "verifier"  # type: ignore[attr-defined]
     names = ("test-stdout.txt", "test-stderr.txt")
     return "".join((vdir / n).read_text()[-3000:] for n in names if (vdir / n).exists())
 
 
+def _shim_record(t: object) -> dict[str, object]:
+    extra = json.loads((Path(t.trial_dir) / "result.json").read_text())["extra"]  # type: ignore[attr-defined]
+    return dict(extra["verifier_shim"])
+
+
+def _served_offline(shim: dict[str, object], pins: list[str]) -> None:
+    """The verifier's pinned test tools came from the host's wheels, uv ran offline, apt-get was answered."""
+    assert shim["used"] is True and shim["requirements"] == pins, shim
+    assert str(shim["offline"]).startswith("uv runs offline") and "UV_OFFLINE" in str(shim["offline"]), shim
+    wheels = shim["wheels"]
+    assert isinstance(wheels, dict), shim
+    assert any(w.startswith("pytest-8.4.1-") for w in wheels["wheels"]), wheels
+    assert str(wheels["source"]).startswith(("from the host's cache", "fetched now on the host")), wheels
+
+
 @pytest.mark.parametrize("name", ["csv-region-totals", "kv-http-service", "log-error-counts"])
-def test_terminal_bench_2_1_shaped_tasks_pass_with_oracle_and_fail_with_nop_unedited(
-    net_ctx: WorkspaceContext, name: str
+def test_terminal_bench_2_1_shaped_tasks_pass_with_oracle_and_fail_with_nop_offline_unedited(
+    ctx: WorkspaceContext, name: str
 ) -> None:
-    """log-error-counts is FROM python:3.11 (the bookworm stand-in, python 3.11) but its test.sh runs
-    `uvx -p 3.13`: rsi's portable CPython 3.13 answers, last on PATH; the others' images have 3.13."""
+    """Under the default contract (no network), although the tasks say allow_internet = true: test.sh's
+    `apt-get install curl`, uv's installer and `uvx -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5` are served
+    from the host. log-error-counts is FROM python:3.11 (the bookworm stand-in, python 3.11) but its test.sh
+    runs `uvx -p 3.13`: rsi's portable CPython 3.13 answers, last on PATH; the others' images have 3.13.
+    kv-http-service's test talks to the server the agent left running, so it asks for the shared verifier."""
     import docker
 
     from rsi.sandbox.base_image import base_tags
 
+    assert ctx.contract.limits.sandbox.network is False
     task = FIXTURES / "tb21" / name
     before = _tree(task)
     _stand_ins(task / "environment" / "Dockerfile")
@@ -234,54 +241,115 @@ def test_terminal_bench_2_1_shaped_tasks_pass_with_oracle_and_fail_with_nop_uned
 
         if not base_image_present("rsi-base:trixie"):
             build_base_image("rsi-base:trixie", "trixie")
-    ok = run_job(net_ctx, RunRequest(paths=[task], agent="oracle")).trials[0]
+    ok = run_job(ctx, RunRequest(paths=[task], agent="oracle")).trials[0]
     assert ok.passed, (ok.error_type, ok.error_message, _verifier_out(ok))
-    assert ok.integrity == "shared"  # TB 2.1 leaves environment_mode unset: Harbor's shared default
-    extra = json.loads((Path(ok.trial_dir) / "result.json").read_text())["extra"]
-    shim = extra["verifier_shim"]
-    assert shim["used"] is True and "from the PyPI uv wheel" in shim["uv"]
+    if name == "kv-http-service":
+        assert ok.integrity == "shared"  # asked for by name in its task.toml
+    shim = _shim_record(ok)
+    assert "from the PyPI uv wheel" in str(shim["uv"])
+    _served_offline(shim, ["pytest-json-ctrf==0.3.5", "pytest==8.4.1"])
     if own_313:
         assert shim["python"] == "from the image (it has python3.13)", shim
     else:
-        said = shim["python"]
+        said = str(shim["python"])
         assert said.startswith("rsi's portable CPython 3.13") and "the image has no python3.13" in said, said
-    assert "Python 3.13" in (Path(ok.trial_dir) / "verifier" / "test-stdout.txt").read_text()  # pytest's header
+    stdout = (Path(ok.trial_dir) / "verifier" / "test-stdout.txt").read_text()
+    assert "Python 3.13" in stdout and "passed" in stdout  # pytest really ran, on 3.13
     stderr = (Path(ok.trial_dir) / "verifier" / "test-stderr.txt").read_text()
     assert "answered with rsi's offline stand-in for uv's installer" in stderr  # the curl | sh was intercepted
-    assert "passed" in (Path(ok.trial_dir) / "verifier" / "test-stdout.txt").read_text()  # pytest really ran
+    assert "rsi shim: apt-get update answered offline" in stderr
+    assert "rsi shim: apt-get install -y curl answered offline" in stderr or \
+        "rsi shim: apt-get install curl answered offline" in stderr, stderr
     substituted = docker.from_env().api.inspect_image(tag)["Config"]["Labels"].get("rsi.substitute")
+    extra = json.loads((Path(ok.trial_dir) / "result.json").read_text())["extra"]
     if substituted:
         assert f"standing in for {tag}" in extra["base_substitution"][tag]
-    # and a user sees both, with the integrity level, in `rsi trials show`
+    # and a user sees what was served, with the integrity level, in `rsi trials show`
     from typer.testing import CliRunner
 
     from rsi.cli.app import app
 
-    shown = CliRunner().invoke(app, ["-w", str(net_ctx.ws.root), "trials", "show", ok.id])
+    shown = CliRunner().invoke(app, ["-w", str(ctx.ws.root), "trials", "show", ok.id])
     assert shown.exit_code == 0, shown.output
-    assert "integrity=shared" in shown.output and "verifier tool shim" in shown.output
+    assert f"integrity={ok.integrity}" in shown.output and "verifier tool shim" in shown.output
+    assert "wheels: " in shown.output and "pytest-8.4.1-" in shown.output and "uv runs offline" in shown.output
     assert (f"base image {tag} was a local substitute" in shown.output) == bool(substituted)
-    shown = CliRunner().invoke(app, ["-w", str(net_ctx.ws.root), "trials", "show", ok.id, "--json"])
+    shown = CliRunner().invoke(app, ["-w", str(ctx.ws.root), "trials", "show", ok.id, "--json"])
     assert json.loads(shown.output)["verifier_shim"]["used"] is True
-    nop = run_job(net_ctx, RunRequest(paths=[task], agent="nop")).trials[0]
+    nop = run_job(ctx, RunRequest(paths=[task], agent="nop")).trials[0]
     assert not nop.passed and nop.reward == 0.0, (nop.error_type, nop.error_message)
-    assert nop.verifier_exit_code == 0  # pytest failed, test.sh wrote 0: a clean fail, not a broken verifier
+    assert nop.error_type is None and nop.verifier_exit_code == 0  # pytest failed, test.sh wrote 0: a clean fail
+    assert _shim_record(nop)["wheels"]["source"].startswith("from the host's cache")  # type: ignore[index]
     assert _tree(task) == before  # no file of the task was edited
 
 
-def test_a_terminal_bench_1_shaped_task_with_a_uv_run_tests_sh_imports_and_runs(
-    net_ctx: WorkspaceContext, tmp_path: Path
+def test_a_terminal_bench_1_shaped_task_with_a_uv_run_tests_sh_imports_and_runs_offline(
+    ctx: WorkspaceContext, tmp_path: Path
 ) -> None:
+    """TB1's run-tests.sh: `uv init; uv add pytest==8.4.1; uv run pytest` in a project, offline (uv's lock
+    resolves for every platform, so the wheels include what only other platforms need)."""
     from rsi.store.task_import import import_tasks
 
     src = FIXTURES / "tb1" / "tb1-line-stats"
     before = _tree(src)
     (task,) = import_tasks(src, tmp_path / "imported")
     _stand_ins(Path(task.path) / "environment" / "Dockerfile")
-    ok = run_job(net_ctx, RunRequest(paths=[Path(task.path)], agent="oracle")).trials[0]
-    assert ok.passed and ok.integrity == "shared", (ok.error_type, ok.error_message, _verifier_out(ok))
-    extra = json.loads((Path(ok.trial_dir) / "result.json").read_text())["extra"]
-    assert extra["verifier_shim"]["used"] is True  # run-tests.sh's uv install, not test.sh's
-    nop = run_job(net_ctx, RunRequest(paths=[Path(task.path)], agent="nop")).trials[0]
-    assert not nop.passed and nop.reward == 0.0
+    ok = run_job(ctx, RunRequest(paths=[Path(task.path)], agent="oracle")).trials[0]
+    assert ok.passed, (ok.error_type, ok.error_message, _verifier_out(ok))
+    shim = _shim_record(ok)  # run-tests.sh's uv install, not test.sh's
+    _served_offline(shim, ["pytest==8.4.1"])
+    assert any(w.startswith("colorama-") for w in shim["wheels"]["wheels"])  # type: ignore[index]
+    nop = run_job(ctx, RunRequest(paths=[Path(task.path)], agent="nop")).trials[0]
+    assert not nop.passed and nop.reward == 0.0 and nop.error_type is None, (nop.error_type, nop.error_message)
     assert _tree(src) == before
+
+
+def _tb2_copy(root: Path, name: str, uvx_line: str, network: str = "allow_internet = true") -> Path:
+    """csv-region-totals with its uvx line replaced (and its network field)."""
+    import shutil
+
+    d = root / name
+    shutil.copytree(FIXTURES / "tb21" / "csv-region-totals", d)
+    test = d / "tests" / "test.sh"
+    text = test.read_text()
+    start = text.index("uvx \\")
+    end = text.index("-rA", start) + len("-rA")
+    test.write_text(text[:start] + uvx_line + text[end:])
+    toml = d / "task.toml"
+    toml.write_text(toml.read_text().replace("allow_internet = true", network))
+    return d
+
+
+def test_a_task_whose_verifier_needs_an_unpinned_requirement_is_refused_before_any_trial(
+    ctx: WorkspaceContext, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from rsi.cli.app import app
+
+    task = _tb2_copy(tmp_path, "needs-unpinned",
+                     "uvx -p 3.13 -w pytest -w pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json "
+                     "/tests/test_outputs.py -rA")
+    got = CliRunner().invoke(app, ["-w", str(ctx.ws.root), "run", str(task), "--agent", "oracle"])
+    assert got.exit_code == 2, got.output
+    said = " ".join(got.output.split())
+    assert "environment.allow_internet" in said and "rsi-fixtures/csv-region-totals" in said, said
+    assert "uvx -w pytest (not pinned to one version)" in said and "pin it" in said, said
+    assert "allow the network in the contract" in said, said
+    jobs = CliRunner().invoke(app, ["-w", str(ctx.ws.root), "jobs", "list", "--all", "--json"])
+    assert jobs.exit_code == 0 and json.loads(jobs.output) == [], jobs.output  # no job was created
+
+
+def test_a_verifier_that_cannot_install_its_tools_is_a_verifier_error_not_a_wrong_solution(
+    ctx: WorkspaceContext, tmp_path: Path
+) -> None:
+    """A task that asks for no network, so nothing is refused; its unpinned uvx requirement cannot be served
+    and uv cannot reach an index: the trial is the verifier's (task-side) error, never the solution's."""
+    task = _tb2_copy(tmp_path, "cannot-install",
+                     "uvx -p 3.13 -w pytest -w pytest-json-ctrf==0.3.5 pytest /tests/test_outputs.py -rA",
+                     'network_mode = "no-network"')
+    _stand_ins(task / "environment" / "Dockerfile")
+    t = run_job(ctx, RunRequest(paths=[task], agent="oracle")).trials[0]
+    assert not t.passed and t.error_type == "verifier_error", (t.error_type, t.error_message, _verifier_out(t))
+    assert "could not set itself up" in str(t.error_message)
+    assert "uv keeps its index" in str(_shim_record(t)["offline"])

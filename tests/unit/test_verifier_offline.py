@@ -153,3 +153,15 @@ def test_a_setup_failure_is_a_task_side_verifier_error_never_a_pass() -> None:
     assert t.error_type == ErrorType.TAMPER_DETECTED
     ok = judge(VerifierRun(res, {"reward.txt": b"1\n"}), [], AgentOutcome(), contract, 60, 60)
     assert ok.passed and ok.error_type is None
+
+
+def test_attribution_blames_the_task_when_its_verifier_never_ran() -> None:
+    from rsi.core.attribution import Evidence, attribute
+
+    broken = [Evidence(f"h{i}", "harness", False, task_side=True) for i in range(2)]
+    oracle = [Evidence("o", "oracle", True)]
+    v = attribute(broken, oracle, [], [])
+    assert v is not None and v.kind == "task" and "verifier_error" in v.reason  # not "model", whatever the oracle did
+    mixed = [broken[0], Evidence("h9", "harness", False)]
+    m = attribute(mixed, oracle, [Evidence("n", "nop", False)], [])
+    assert m is not None and m.kind == "model"  # one plain failure is the model's evidence as before
