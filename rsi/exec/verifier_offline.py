@@ -145,7 +145,8 @@ _SETUP_FAILURES = [
     (re.compile(r"Could not resolve host|Failed to establish a new connection|Temporary failure in name resolution|"
                 r"Network is unreachable"),
      "the verifier tried to reach the network"),
-    (re.compile(r"(?:^|\s)(?:uvx?|pytest): (?:command )?not found"), "the verifier's tools are missing"),
+    (re.compile(r"(?:^|\s)(?:uvx?|pytest|curl|wget): (?:command )?not found", re.MULTILINE),
+     "the verifier's tools are missing"),
 ]
 _TESTS_RAN = re.compile(r"=+ test session starts =+")
 

@@ -124,6 +124,7 @@ def test_the_field_named_is_the_one_that_asks() -> None:
     ("", "ERROR: No matching distribution found for requests\n", "pip could not install"),
     ("", "curl: (6) Could not resolve host: example.org\n", "reach the network"),
     ("", "/tests/test.sh: line 9: uvx: command not found\n", "tools are missing"),
+    ("", "rsi shim: ...\ncurl: command not found\n", "tools are missing"),  # rsi's wrapper, no real curl
 ])
 def test_a_verifier_that_could_not_install_its_tools_is_recognised(stdout: str, stderr: str, said: str) -> None:
     why = setup_failure(stdout, stderr)
