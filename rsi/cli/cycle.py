@@ -80,7 +80,10 @@ def summary(out: CycleOutcome) -> Table:
                if u.get("candidate") else _fmt(u.get("reason"))) if u else "-")
     t.add_row("promote", _fmt(p.get("job")), _fmt(p.get("status")), f"{out.split['promote']:g}",
               (f"holdout {_fmt(p.get('parent_rate'), True)} -> {_fmt(p.get('candidate_rate'), True)} "
-               f"on {p.get('holdout_tasks')} task(s), p {_fmt(p.get('p_value'))}: "
+               + (f"on {p.get('holdout_units')} {p.get('unit')}(s) ({p.get('holdout_tasks')} tasks), "
+                  f"p {_fmt(p.get('p_value'))} (per task {_fmt(p.get('task_p_value'))}): "
+                  if p.get("unit") not in (None, "task") else
+                  f"on {p.get('holdout_tasks')} task(s), p {_fmt(p.get('p_value'))}: ")
                + ("[green]promoted[/]" if p.get("passed") else
                   f"[red]rejected[/] ({', '.join(p.get('failing') or [])})")
                + (f"; {p['skipped']}" if p.get("skipped") else "")) if p else "-")
@@ -147,6 +150,8 @@ def cycle(
     n: Annotated[int, typer.Option("--n", help="Discover: candidates to generate.")] = 6,
     generator: Annotated[list[str] | None, typer.Option(
         "--generator", "-g", help="Discover: generator by name; repeat (default: every procedural family).")] = None,
+    level: Annotated[list[int] | None, typer.Option(
+        "--level", help="Discover: levels to take in turn; repeat (default: each family's curriculum level).")] = None,
     attempts: Annotated[int | None, typer.Option(
         "--attempts", "-k", help="Discover: probe attempts per candidate (default: the contract's).")] = None,
     expand_attempts: Annotated[int, typer.Option("--expand-attempts", help="Expand: baseline attempts per task.")] = 1,
@@ -166,7 +171,8 @@ def cycle(
 
     with errors():
         wctx = open_context(ctx)
-        req = CycleRequest(budget=budget, resume=resume, n=n, generators=list(generator or []), attempts=attempts,
+        req = CycleRequest(budget=budget, resume=resume, n=n, generators=list(generator or []),
+                           levels=list(level or []), attempts=attempts,
                            expand_attempts=expand_attempts, proposals=proposals, backend=backend,
                            command=command, steps=steps, concurrency=concurrency, seed=seed)
         out = _run(wctx, req, json_out)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -71,6 +72,9 @@ def discover(
     difficulty: Annotated[int | None, typer.Option(
         "--difficulty", help="Difficulty level for procedural generators (default: each family's curriculum level).")
     ] = None,
+    level: Annotated[list[int] | None, typer.Option(
+        "--level", help="Levels to take in turn; repeat (e.g. --level 1 --level 2; instead of --difficulty).")
+    ] = None,
     seed: Annotated[int | None, typer.Option(
         "--seed", help="Base seed: the same seed gives the same candidates (default: above every earlier "
         "discover or cycle seed here, so a second run draws new ones).")] = None,
@@ -78,7 +82,8 @@ def discover(
         "--budget", help="At most this many trials, gate and probe together; stops cleanly when spent.")] = None,
     concurrency: Annotated[int, typer.Option("-n", "--concurrency", help="Trials at a time.")] = 2,
     holdout_only: Annotated[bool, typer.Option(
-        "--holdout-only", help="Top up the sealed holdout split: keep only candidates whose digest maps to holdout.")
+        "--holdout-only", help="Top up the sealed holdout split: candidates of holdout templates (those the holdout "
+                               "lacks first), admitted on validity alone; --n counts them.")
     ] = False,
     reprobe: Annotated[bool, typer.Option(
         "--reprobe", help="Re-run the active pool against the generation; retire easy (p = 1) and broken tasks, "
@@ -90,9 +95,11 @@ def discover(
 
     Every candidate passes a gate in Docker, cheapest first: it loads and fits the contract; it is not
     a near-duplicate of a pool task; its environment builds; the oracle passes every run; doing nothing
-    fails; every known-wrong solution fails. The generation then attempts each valid one K times, and
-    those whose pass rate lies in the band enter tasks/ as train or (sealed) holdout by their digest.
-    Every decision, with its trial ids, is in the database (`rsi tasks list --state ...`).
+    fails; every known-wrong solution fails. The split is decided by the contract's holdout unit (by
+    default the template: no template has tasks on both sides). A valid holdout candidate enters tasks/
+    (sealed) on validity alone; the generation attempts each valid train one K times, and it enters
+    tasks/ when its pass rate lies in the band. Every decision, with its trial ids, is in the database
+    (`rsi tasks list --state ...`).
     """
     from rsi.loop.discover import DiscoverRequest
     from rsi.loop.discover import discover as run_discover
@@ -109,8 +116,8 @@ def discover(
             else:
                 req = DiscoverRequest(n=n, generators=list(generator or []), families=list(family or []),
                                       generation=gen, band=bnd, attempts=attempts, budget=budget, resume=resume,
-                                      holdout_only=holdout_only, difficulty=difficulty, seed=seed,
-                                      concurrency=concurrency)
+                                      holdout_only=holdout_only, difficulty=difficulty, levels=list(level or []),
+                                      seed=seed, concurrency=concurrency)
                 out = run_discover(wctx, req, hooks)
     if reprobe:
         _render_reprobe(rep, json_out)
@@ -134,7 +141,8 @@ def _render(out, json_out: bool) -> None:  # type: ignore[no-untyped-def]
         print_json({
             "job": out.job_id, "interrupted": out.interrupted, "reason": out.reason, "wall_sec": out.wall_sec,
             "plan": out.plan,
-            "candidates": [{"name": c.name, "generator": c.generator, "family": c.family, "difficulty": c.difficulty,
+            "candidates": [{"name": c.name, "generator": c.generator, "family": c.family, "template": _template(c),
+                            "difficulty": c.difficulty,
                             "seed": c.seed, "state": c.state, "reason": c.reason, "detail": c.detail,
                             "split": c.split, "probe_pass_rate": c.probe_pass_rate, "probe_trials": c.probe_trials,
                             "task_digest": c.task_digest, "evidence": c.evidence} for c in cands],
@@ -151,21 +159,35 @@ def _render(out, json_out: bool) -> None:  # type: ignore[no-untyped-def]
         for reason, k in rejected.most_common():
             t.add_row(reason or "?", str(k))
         console.print(t)
-    t = Table(title="admitted by family and difficulty", title_justify="left")
-    for col in ("family", "level", "admitted", "train", "holdout", "p = 0", "0 < p", "probe rate (trials)"):
+    t = Table(title="admitted by family and difficulty (holdout: on validity alone, never probed)",
+              title_justify="left")
+    for col in ("family", "level", "admitted", "train", "holdout", "templates", "p = 0", "0 < p",
+                "probe rate (trials)"):
         t.add_column(col)
     groups: dict[tuple[str, int], list[CandidateRow]] = {}
     for c in cands:
-        if c.probe_pass_rate is not None:
+        if c.probe_pass_rate is not None or c.state == "admitted":
             groups.setdefault((c.family, c.difficulty), []).append(c)
     for (fam, d), cs in sorted(groups.items()):
         adm = [c for c in cs if c.state == "admitted"]
-        rate = sum(c.probe_pass_rate or 0 for c in cs) / len(cs)
+        probed = [c for c in cs if c.probe_pass_rate is not None]
+        rate = f"{sum(c.probe_pass_rate or 0 for c in probed) / len(probed):.2f}" if probed else "-"
         t.add_row(fam, str(d), str(len(adm)), str(sum(c.split == "train" for c in adm)),
-                  str(sum(c.split == "holdout" for c in adm)), str(sum(c.probe_pass_rate == 0 for c in adm)),
-                  str(sum((c.probe_pass_rate or 0) > 0 for c in adm)),
-                  f"{rate:.2f} ({sum(c.probe_trials for c in cs)})")
+                  str(sum(c.split == "holdout" for c in adm)), str(len({_template(c) for c in adm})),
+                  str(sum(c.probe_pass_rate == 0 for c in adm)), str(sum((c.probe_pass_rate or 0) > 0 for c in adm)),
+                  f"{rate} ({sum(c.probe_trials for c in cs)})")
     console.print(t)
+
+
+def _template(c: CandidateRow) -> str | None:
+    """The candidate's template id, read from its staged task.toml (None when it has none or no stage)."""
+    import tomllib
+
+    try:
+        raw = tomllib.loads(Path(c.stage_dir, "task", "task.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    return raw.get("metadata", {}).get("rsi", {}).get("template")
 
 
 def _render_reprobe(rep, json_out: bool) -> None:  # type: ignore[no-untyped-def]

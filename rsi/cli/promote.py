@@ -59,9 +59,13 @@ def promote(
         v = out.verdict
         console.print(gate_table(v, f"promote {out.candidate} over {out.parent} ({out.job_id})"))
         console.print(f"holdout: {v.n_tasks} task(s) of {out.holdout_tasks}; pass rate {out.parent} "
-                      f"{v.parent_rate:.3f} -> {out.candidate} {v.candidate_rate:.3f} (delta {v.delta:+.3f}); "
+                      f"{v.parent_rate:.3f} -> {out.candidate} {v.candidate_rate:.3f}; "
                       f"trials reused {out.trials['reused']}, run {out.trials['planned']}, "
                       f"infra {out.trials['infra']}", highlight=False)
+        from rsi.core.promotion import figures
+
+        for line in figures(v) if v.n_tasks else []:
+            console.print(line, highlight=False)
         if out.skipped:
             console.print(f"[yellow]{out.skipped}[/]", highlight=False)
         if out.interrupted:

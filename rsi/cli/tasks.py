@@ -33,7 +33,7 @@ def list_(
     split: Annotated[str | None, typer.Option("--split", help="train | holdout.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List tasks with family, split, difficulty, state, generator, probe pass rate and digest."""
+    """List tasks with family, template, split, difficulty, state, generator, probe pass rate and digest."""
     from rsi.core.errors import InputError
     from rsi.store.files import load_tasks
 
@@ -48,13 +48,15 @@ def list_(
         for t in tasks:
             r = db.get(t.digest)
             meta = t.spec.metadata.rsi
-            rows.append({"name": t.name, "family": t.family, "split": t.split, "difficulty": meta.difficulty,
+            rows.append({"name": t.name, "family": t.family, "template": meta.template, "split": t.split,
+                         "difficulty": meta.difficulty,
                          "state": r.state if r else "active", "state_reason": r.state_reason if r else None,
                          "generator": meta.generator, "probe_pass_rate": r.probe_pass_rate if r else None,
                          "probe_trials": r.probe_trials if r else 0, "digest": t.digest, "path": t.path})
         if state in ("candidate", "rejected"):
             on_disk = {t.digest for t in tasks}
-            rows += [{"name": r.name, "family": r.family, "split": r.split, "difficulty": r.difficulty,
+            rows += [{"name": r.name, "family": r.family, "template": _template_of(r.path), "split": r.split,
+                      "difficulty": r.difficulty,
                       "state": r.state, "state_reason": r.state_reason, "generator": r.generator,
                       "probe_pass_rate": r.probe_pass_rate, "probe_trials": r.probe_trials, "digest": r.digest,
                       "path": r.path} for r in db.values() if r.state == state and r.digest not in on_disk]
@@ -63,13 +65,25 @@ def list_(
         print_json(rows)
         return
     table = Table(title=f"{len(rows)} tasks")
-    for c in ("name", "family", "split", "difficulty", "state", "generator", "probe pass", "digest"):
+    for c in ("name", "family", "template", "split", "difficulty", "state", "generator", "probe pass", "digest"):
         table.add_column(c)
     for r in rows:
         rate = "-" if r["probe_pass_rate"] is None else f"{r['probe_pass_rate']:.2f} ({r['probe_trials']})"
-        table.add_row(str(r["name"]), str(r["family"]), str(r["split"]), str(r["difficulty"]), str(r["state"]),
-                      str(r["generator"] or "-"), rate, str(r["digest"])[:12])
+        table.add_row(str(r["name"]), str(r["family"]), str(r["template"] or "-"), str(r["split"]),
+                      str(r["difficulty"]), str(r["state"]), str(r["generator"] or "-"), rate, str(r["digest"])[:12])
     console.print(table)
+
+
+def _template_of(path: str) -> str | None:
+    """The template id in a task directory's task.toml, if it is still there and has one."""
+    import tomllib
+
+    try:
+        raw = tomllib.loads((Path(path) / "task.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    tpl = raw.get("metadata", {}).get("rsi", {}).get("template")
+    return str(tpl) if tpl else None
 
 
 def _task_rows(ctx: typer.Context) -> dict[str, Any]:

@@ -211,6 +211,20 @@ def clustered(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, TaskOut
     return units, delta, paired_p([u.parent for u in units], [u.candidate for u in units], alternative)
 
 
+def figures(v: PromotionVerdict) -> list[str]:
+    """The holdout figures a report prints: per unit (the gated one) and per task (beside it)."""
+    def p(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.4g}"
+
+    per_task = (f"per task: {v.n_tasks} tasks, delta {v.task_delta:+.3f}, p = {p(v.task_p_value)} "
+                f"(paired {test_name(v.n_tasks)}, one-sided)")
+    if v.unit == "task":
+        return [per_task + " (gated)"]
+    return [f"per {v.unit} (gated): {v.n_units} {unit_word(v.unit, v.n_units)}, delta {v.delta:+.3f}, p = "
+            f"{p(v.p_value)} (paired {test_name(v.n_units)} over per-{v.unit} mean differences, one-sided)",
+            per_task + f"; not gated: tasks of one {v.unit} are not independent"]
+
+
 def evaluate(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, TaskOutcome], promotion: Promotion, *,
              parent_major: int, candidate_major: int, contract_major: int) -> PromotionVerdict:
     """Every gate of the contract's `promotion` section over per-task outcomes of both arms; the paired test
@@ -282,4 +296,5 @@ def family_rates(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, Task
 
 
 __all__ = ["FamilyRates", "Gate", "PromotionVerdict", "TaskOutcome", "UnitRates", "clustered", "evaluate",
-           "family_rates", "holdout_advice", "min_tasks", "paired_p", "test_name", "unit_rates", "unit_word", "wilson"]
+           "family_rates", "figures", "holdout_advice", "min_tasks", "paired_p", "test_name", "unit_rates", "unit_word",
+           "wilson"]

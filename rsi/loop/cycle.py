@@ -7,9 +7,10 @@ start time; the first child stage's progress hook records it), so `rsi cycle --r
 kill skips finished phases and continues the unfinished one with that phase's own resume.
 
 Budget (trials): promote must measure every holdout task K times for both generations or the gates
-cannot pass, so its need, 2 x K x the holdout tasks, is set aside first (when the split is smaller than
-the paired test's minimum, discover tops it up to that minimum plus one spare, and promote's share counts
-those); what is left is split discover 40% / expand 60% (`discover_share`). Update runs no trials.
+cannot pass, so its need, 2 x K x the holdout tasks, is set aside first (when the holdout has fewer
+units, templates by default, than the paired test's minimum, discover tops it up with holdout tasks of
+templates it lacks to that minimum plus one spare, and promote's share counts those); what is left is
+split discover 40% / expand 60% (`discover_share`). Update runs no trials.
 The split is stored with the job, so a resume keeps it.
 
 Update with no trainable trajectory (nothing accepted, everything refused) ends the cycle with the
@@ -25,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rsi.core.errors import ConfigError, InputError
-from rsi.core.promotion import min_tasks
+from rsi.core.promotion import min_tasks, unit_word
 from rsi.exec.trial import TrialEnv
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.discover import DiscoverRequest, discover, next_seed
@@ -33,7 +34,7 @@ from rsi.loop.expand import ExpandRequest, expand
 from rsi.loop.expand_candidates import Reflector
 from rsi.loop.generators import GENERATORS, load_generators
 from rsi.loop.hooks import CycleHooks, DiscoverHooks, ExpandHooks, Progress
-from rsi.loop.promote import PromoteRequest, holdout_tasks, promote
+from rsi.loop.promote import PromoteRequest, holdout_tasks, holdout_units, promote
 from rsi.loop.run import new_job_id
 from rsi.loop.update import UpdateFailed, UpdateRequest, run_update
 from rsi.sandbox.base import SandboxProvider
@@ -47,7 +48,8 @@ TOP_UP_SPARE = 1  # holdout candidates asked beyond the paired test's minimum wh
 class CycleRequest:
     budget: float = 200.0  # trials, all phases together
     discover_share: float = DISCOVER_SHARE  # of what promote leaves; expand gets the rest
-    holdout_target: int | None = None  # holdout tasks to top the split up to (default: the test's minimum + 1)
+    # holdout units (templates, by the contract's holdout_unit) to top the split up to (default: the test's minimum + 1)
+    holdout_target: int | None = None
     resume: str | None = None
     generation: str | None = None
     concurrency: int = 2
@@ -55,6 +57,7 @@ class CycleRequest:
     n: int = 6
     attempts: int | None = None  # probe attempts (default: the contract's)
     generators: list[str] = field(default_factory=list)
+    levels: list[int] = field(default_factory=list)  # discover's levels, in turn (default: each family's curriculum)
     seed: int | None = None  # default: above every earlier discover / cycle seed here, so each draws new candidates
     # expand
     expand_attempts: int = 1
@@ -92,8 +95,8 @@ class CycleOutcome:
 
 
 def holdout_goal(ctx: WorkspaceContext, target: int | None) -> int:
-    """How many holdout tasks the cycle's discover tops the split up to: `target`, at least the paired
-    test's minimum (below it promote cannot pass); by default that minimum plus one spare."""
+    """How many holdout units (templates) the cycle's discover tops the split up to: `target`, at least the
+    paired test's minimum (below it promote cannot pass); by default that minimum plus one spare."""
     need = min_tasks(ctx.contract.promotion.alpha)
     return max(need, target) if target is not None else need + TOP_UP_SPARE
 
@@ -102,10 +105,11 @@ def plan_split(ctx: WorkspaceContext, budget: float, discover_share: float = DIS
                holdout_target: int | None = None) -> dict[str, float]:
     """Trials per phase: promote's need first, the rest 40/60 (by default) between discover and expand."""
     p = ctx.contract.promotion
-    have, need = len(holdout_tasks(ctx)), min_tasks(p.alpha)
-    # a split short of the minimum (or of an explicit target) is topped up by discover: promote pays for those
-    holdout = have if have >= need and (holdout_target is None or have >= holdout_target) \
-        else max(have, holdout_goal(ctx, holdout_target))
+    tasks, units, need = len(holdout_tasks(ctx)), len(holdout_units(ctx)), min_tasks(p.alpha)
+    # a split short of the minimum units (or of an explicit target) is topped up by discover, a task per
+    # missing unit: promote pays for those
+    holdout = tasks if units >= need and (holdout_target is None or units >= holdout_target) \
+        else tasks + max(0, holdout_goal(ctx, holdout_target) - units)
     prom = float(2 * p.trials_per_task * holdout)
     rest = budget - prom
     if rest < 2:
@@ -181,14 +185,14 @@ class _Cycle:
         info = self.phases().get("discover", {})
         budget = self.split["discover"]
         want = self._holdout_wanted()
-        reserve = float(info.get("reserve", min(int(budget * 0.6), want * self._candidate_cost())))
+        reserve = float(info.get("reserve", min(int(budget * 0.6), want * self._holdout_cost())))
         if not info.get("main_done"):
             if resume is None:
                 self.record("discover", reserve=reserve)
             dreq = DiscoverRequest(resume=resume, concurrency=r.concurrency, budget=budget - reserve) if resume \
                 else DiscoverRequest(n=r.n, generators=list(r.generators), generation=self.gen, attempts=r.attempts,
                                      budget=budget - reserve, seed=self.seed, concurrency=r.concurrency,
-                                     probe_agent=r.probe_agent)
+                                     probe_agent=r.probe_agent, levels=list(r.levels))
             out = self._run_discover(dreq)
             admitted = [c for c in out.candidates if c.state == "admitted"]
             self.record("discover", job=out.job_id, candidates=len(out.candidates), admitted=len(admitted),
@@ -206,13 +210,15 @@ class _Cycle:
             if left >= 1 or hjob:
                 if not info.get("holdout_started_at"):
                     self.record("discover", holdout_started_at=datetime.now(UTC).isoformat())
-                self.hooks.message(f"holdout split: {len(holdout_tasks(self.ctx))} task(s), {deficit} short of the "
+                unit = self.ctx.contract.promotion.holdout_unit
+                self.hooks.message(f"holdout split: {len(holdout_units(self.ctx))} {unit_word(unit)} "
+                                   f"({len(holdout_tasks(self.ctx))} tasks), {deficit} short of the "
                                    f"{holdout_goal(self.ctx, r.holdout_target)} this cycle tops it up to "
                                    f"(holdout-only discover, up to {left:g} trials)")
                 hreq = DiscoverRequest(resume=hjob, concurrency=r.concurrency, budget=left) if hjob else \
                     DiscoverRequest(n=deficit, holdout_only=True, generators=list(r.generators),
                                     generation=self.gen, attempts=r.attempts, budget=left, seed=self.seed + 7919,
-                                    concurrency=r.concurrency, probe_agent=r.probe_agent)
+                                    concurrency=r.concurrency, probe_agent=r.probe_agent, levels=list(r.levels))
                 out = self._run_discover(hreq, key="results_holdout")
                 admitted = [c for c in out.candidates if c.state == "admitted"]
                 info = self.phases()["discover"]
@@ -226,18 +232,18 @@ class _Cycle:
         return None
 
     def _holdout_wanted(self) -> int:
-        """Holdout tasks to add: none when the split already has the paired test's minimum (and any explicit
-        target); else up to the goal (the minimum plus a spare, or the target)."""
-        have = len(holdout_tasks(self.ctx))
+        """Holdout units (templates) to add: none when the split already has the paired test's minimum (and
+        any explicit target); else up to the goal (the minimum plus a spare, or the target)."""
+        have = len(holdout_units(self.ctx))
         need, target = min_tasks(self.ctx.contract.promotion.alpha), self.req.holdout_target
         if have >= need and (target is None or have >= target):
             return 0
         return max(0, holdout_goal(self.ctx, target) - have)
 
-    def _candidate_cost(self) -> int:
-        """Trials one candidate costs at most: oracle runs, nop, known-wrong answers (about 3), probes."""
-        d = self.ctx.contract.discovery
-        return d.oracle_runs + 1 + 3 + (self.req.attempts or d.probe_attempts)
+    def _holdout_cost(self) -> int:
+        """Trials one holdout candidate costs at most: oracle runs, nop, known-wrong answers (about 3); a holdout
+        candidate is admitted on validity alone, so no probe."""
+        return self.ctx.contract.discovery.oracle_runs + 1 + 3
 
     def _spent(self, job_id: str) -> float:
         return float(sum(len(self.ctx.store.trials(j.id)) for j in self.ctx.store.child_jobs(job_id)))
@@ -355,7 +361,8 @@ class _Cycle:
         v = out.verdict
         self.record("promote", job=out.job_id, status="stopped" if out.interrupted else "done",
                     passed=v.passed, parent_rate=v.parent_rate, candidate_rate=v.candidate_rate, delta=v.delta,
-                    p_value=v.p_value, holdout_tasks=v.n_tasks, skipped=out.skipped, reason=out.interrupted,
+                    p_value=v.p_value, holdout_tasks=v.n_tasks, holdout_units=v.n_units, unit=v.unit,
+                    task_delta=v.task_delta, task_p_value=v.task_p_value, skipped=out.skipped, reason=out.interrupted,
                     failing=[g.name for g in v.failing])
         return f"promote stopped: {out.interrupted}" if out.interrupted else None
 
@@ -389,6 +396,9 @@ def _open_job(ctx: WorkspaceContext, req: CycleRequest) -> tuple[str, str, dict[
         raise InputError("--expand-attempts", None, "must be at least 1")
     if req.n < 1:
         raise InputError("--n", None, "must be at least 1")
+    for lv in req.levels:
+        if not 1 <= lv <= ctx.contract.discovery.max_difficulty:
+            raise InputError("--level", None, f"{lv} does not lie in 1..{ctx.contract.discovery.max_difficulty}")
     split = plan_split(ctx, req.budget, req.discover_share, req.holdout_target)
     # discover's seed: a second cycle with the first one's seed would draw the same candidates (all refused as
     # taken), so by default each cycle takes a seed above every earlier discover or cycle seed

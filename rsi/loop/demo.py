@@ -6,21 +6,24 @@ from pathlib import Path
 
 from rsi.loop.cycle import CycleRequest
 
-# Discover draws from the two procedural families in which that model passes some level-1 tasks (text: count
-# lines; files: write a file); elsewhere it passes nothing, so there would be nothing to train on. Probes and
-# baseline attempts are several per task, so the tasks it sometimes solves yield accepted trajectories and
-# groups with reward variance.
-DEMO_GENERATORS = ("text", "files")
+# Discover draws from all six procedural families at levels 1 and 2, where each family has 4-5 templates per
+# level. The contract splits by template, so the holdout holds templates the update never trains on: the demo
+# measures transfer, not whether a template was memorised. The bundled model passes some level-1 `text` and
+# `files` templates and little else, so train tasks of those are what it learns from; probes and baseline
+# attempts are several per task, so the tasks it sometimes solves yield accepted trajectories and groups with
+# reward variance.
+DEMO_GENERATORS = ("files", "text", "data", "logs", "pyfix", "pipeline")
+DEMO_LEVELS = (1, 2)
 DEMO_TRAIN = {"steps": 48, "batch_size": 4, "max_seq_len": 1024}
+DEMO_HOLDOUT_TEMPLATES = 8  # with 5 (the clustered test's minimum) every template must improve for p < 0.05
 
 
 def demo_request(budget: float) -> CycleRequest:
     # the demo's workspace starts empty, so discover gets more than the default share: train tasks and the
-    # holdout split the paired test needs both come from it
-    # 8 holdout tasks: with 5 (the paired test's minimum) every one must improve for p < 0.05
-    return CycleRequest(budget=budget, discover_share=0.65, holdout_target=8, n=10, generators=list(DEMO_GENERATORS),
-                        attempts=2, expand_attempts=4, proposals=1, round_size=4, steps=DEMO_TRAIN["steps"],
-                        concurrency=2)
+    # holdout split the paired test needs both come from it (one holdout task per template it tops up)
+    return CycleRequest(budget=budget, discover_share=0.65, holdout_target=DEMO_HOLDOUT_TEMPLATES, n=12,
+                        generators=list(DEMO_GENERATORS), levels=list(DEMO_LEVELS), attempts=2, expand_attempts=4,
+                        proposals=1, round_size=4, steps=DEMO_TRAIN["steps"], concurrency=2)
 
 
 def demo_settings(root: Path) -> None:
@@ -36,4 +39,4 @@ def demo_settings(root: Path) -> None:
     write_atomic(path, yaml.safe_dump(data, sort_keys=False))
 
 
-__all__ = ["DEMO_GENERATORS", "DEMO_TRAIN", "demo_request", "demo_settings"]
+__all__ = ["DEMO_GENERATORS", "DEMO_HOLDOUT_TEMPLATES", "DEMO_LEVELS", "DEMO_TRAIN", "demo_request", "demo_settings"]

@@ -7,7 +7,9 @@
   and the report says why);
 - **outcomes**: per-task flips on the tasks both generations ran under their own configs (a task is
   *solved* at pass rate >= 0.5), per-family pass rates with Wilson intervals, the overall delta and
-  the paired test's two-sided p over tasks (holdout tasks when both ran some, else every common task);
+  the paired test's two-sided p over tasks (holdout tasks when both ran some, else every common task),
+  and the same per template (the contract's `promotion.holdout_unit`): per-template rates and the
+  paired test clustered on templates (per-template mean differences), the unit promotion gates on;
 - **attribution shift**: verdict counts per kind for A and B, and how the common tasks moved;
 - **spend**: trials, tokens and wall time per generation and phase.
 
@@ -22,15 +24,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rsi.core.discover import unit_of
 from rsi.core.errors import InputError
 from rsi.core.generation import GenerationManifest
-from rsi.core.promotion import paired_p, test_name, wilson
+from rsi.core.promotion import TaskOutcome, clustered, paired_p, test_name, wilson
 
 # An opened workspace (rsi.loop.context.WorkspaceContext: .ws, .store, .generation, .config_by_digest);
 # typed loosely because report sits beside loop, not above it.
 Ctx = Any
 SOLVED_AT = 0.5
 FLIPS = ("fixed", "regressed", "still_failing", "still_passing")
+ALTERNATIVE = "two-sided"  # the report's paired tests, per task and per template
 
 
 def config_diff(a_yaml: str, b_yaml: str, a_label: str, b_label: str) -> str:
@@ -77,6 +81,7 @@ class DiffReport:
     flips: dict[str, int] = field(default_factory=dict)
     families: list[FamilyRow] = field(default_factory=list)
     overall: dict[str, Any] = field(default_factory=dict)
+    templates: list[dict[str, Any]] = field(default_factory=list)  # per unit of the overall scope
     attribution: dict[str, Any] = field(default_factory=dict)
     spend: list[dict[str, Any]] = field(default_factory=list)
 
@@ -120,6 +125,34 @@ def _families(ctx: Ctx, names: set[str]) -> dict[str, str]:
     """task name -> family, from tasks/ (the store's task rows when the file is gone)."""
     fam = {r.name: r.family for r in ctx.store.task_rows() if r.name in names}
     return {n: fam.get(n, "misc") for n in names}
+
+
+def _units(ctx: Ctx, names: set[str]) -> tuple[str, dict[str, str]]:
+    """The contract's holdout unit and task name -> unit, from tasks/ (a task no longer there: its own unit)."""
+    from rsi.store.files import load_pool
+
+    unit = ctx.contract.promotion.holdout_unit
+    pool = {t.name: t for t in load_pool(ctx.ws.tasks_dir) if t.name in names} if ctx.ws.tasks_dir.is_dir() else {}
+    out = {n: unit_of(unit, template=pool[n].spec.metadata.rsi.template, family=pool[n].family, task=n)
+           if n in pool else f"task:{n}" for n in names}
+    has = any(not u.startswith("task:") for u in out.values())
+    return (unit if has else "task"), out
+
+
+def _per_unit(ctx: Ctx, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The clustered figures over `rows` (tasks of the overall scope) and one row per unit."""
+    unit, of = _units(ctx, {t["task"] for t in rows})
+    a = {t["task"]: TaskOutcome(t["task"], t["family"], t["a_passes"], t["a_trials"], unit=of[t["task"]])
+         for t in rows}
+    b = {t["task"]: TaskOutcome(t["task"], t["family"], t["b_passes"], t["b_trials"], unit=of[t["task"]])
+         for t in rows}
+    units, delta, p = clustered(a, b, sorted(a), alternative=ALTERNATIVE)
+    for t in rows:
+        t["unit"] = of[t["task"]]
+    figures = {"unit": unit, "units": len(units), "unit_delta": delta if units else None, "unit_p_value": p,
+               "unit_test": f"paired {test_name(len(units))}, {ALTERNATIVE}, over per-{unit} mean differences"}
+    return figures, [{"unit": u.unit, "tasks": u.tasks, "a_rate": u.parent, "b_rate": u.candidate,
+                      "delta": u.delta} for u in units]
 
 
 def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str = "harness") -> DiffReport:
@@ -180,9 +213,11 @@ def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str = "harness") -> DiffRe
         "scope": scope, "tasks": len(rows), "a_rate": pa / na if na else None, "b_rate": pb / nb if nb else None,
         "a_ci": wilson(pa, na), "b_ci": wilson(pb, nb), "a_trials": na, "b_trials": nb,
         "delta": (sum(rb_list) - sum(ra_list)) / len(rows) if rows else None,
-        "p_value": paired_p(ra_list, rb_list, alternative="two-sided"),
-        "test": f"paired {test_name(len(rows))}, two-sided, over tasks",
+        "p_value": paired_p(ra_list, rb_list, alternative=ALTERNATIVE),
+        "test": f"paired {test_name(len(rows))}, {ALTERNATIVE}, over tasks",
     }
+    figures, report.templates = _per_unit(ctx, rows)
+    report.overall.update(figures)
     return report
 
 

@@ -33,6 +33,11 @@ def headline(r: DiffReport) -> list[str]:
         lines.append(f"pass rate ({o['scope']}, {o['tasks']} tasks): {r.a} {_pct(o['a_rate'])} {_ci(o['a_ci'])} -> "
                      f"{r.b} {_pct(o['b_rate'])} {_ci(o['b_ci'])}, delta {100 * (o['delta'] or 0):+.1f} pts, "
                      f"p = {'n/a' if p is None else f'{p:.4g}'} ({o['test']})")
+        if o.get("unit") not in (None, "task"):
+            up = o.get("unit_p_value")
+            lines.append(f"per {o['unit']} ({o['units']} {o['unit']}s, the unit promotion gates on): delta "
+                         f"{100 * (o.get('unit_delta') or 0):+.1f} pts, p = {'n/a' if up is None else f'{up:.4g}'} "
+                         f"({o['unit_test']})")
     else:
         lines.append("no task was run by both generations under their own configs: no rates to compare")
     return lines
@@ -63,6 +68,13 @@ def term(r: DiffReport) -> Group:
         for f in r.families:
             t.add_row(f.family, str(f.tasks), f"{_pct(f.a_rate)} {_ci(f.a_ci)}", f"{_pct(f.b_rate)} {_ci(f.b_ci)}",
                       f"{100 * (f.b_rate - f.a_rate):+.1f}")
+        items.append(t)
+    if r.templates and r.overall.get("unit") not in (None, "task"):
+        t = Table(title=f"pass rate per {r.overall['unit']} ({r.overall['scope']}; mean of per-task rates)")
+        for c in (r.overall["unit"], "tasks", r.a, r.b, "delta"):
+            t.add_column(c)
+        for u in r.templates:
+            t.add_row(u["unit"], str(u["tasks"]), _pct(u["a_rate"]), _pct(u["b_rate"]), f"{100 * u['delta']:+.1f}")
         items.append(t)
     if r.flips:
         t = Table(title="per-task flips (solved = pass rate >= 0.5)")
@@ -116,6 +128,13 @@ def markdown(r: DiffReport) -> str:
                 "|---|---|---|---|---|"]
         out += [f"| {f.family} | {f.tasks} | {_pct(f.a_rate)} {_ci(f.a_ci)} | {_pct(f.b_rate)} {_ci(f.b_ci)} | "
                 f"{100 * (f.b_rate - f.a_rate):+.1f} |" for f in r.families]
+        out.append("")
+    if r.templates and r.overall.get("unit") not in (None, "task"):
+        unit = r.overall["unit"]
+        out += [f"## Pass rate per {unit} ({r.overall['scope']}; mean of per-task rates)", "",
+                f"| {unit} | tasks | {r.a} | {r.b} | delta |", "|---|---|---|---|---|"]
+        out += [f"| {u['unit']} | {u['tasks']} | {_pct(u['a_rate'])} | {_pct(u['b_rate'])} | "
+                f"{100 * u['delta']:+.1f} |" for u in r.templates]
         out.append("")
     if r.flips:
         out += ["## Per-task flips", "", "| " + " | ".join(r.flips) + " |", "|" + "---|" * len(r.flips),

@@ -225,3 +225,71 @@ def test_promote_counts_templates_not_tasks(workspace: WorkspaceContext, provide
     assert out.skipped and "3 holdout templates (6 tasks)" in out.skipped and out.trials["planned"] == 0
     gate = {g.name: g for g in out.verdict.gates}["holdout_units"]
     assert not gate.passed and "--holdout-only --n 2" in gate.detail
+
+
+def _templated_holdout(ws: WorkspaceContext, n_templates: int, per: int) -> None:
+    """Holdout tasks h0.. of templates test/u0.. (`per` tasks each) and a candidate gen-0001."""
+    for i in range(n_templates * per):
+        holdout_task(ws.ws.tasks_dir, f"h{i}", family="test")
+        toml = ws.ws.tasks_dir / f"h{i}" / "task.toml"
+        toml.write_text(toml.read_text().replace('family = "test"\n',
+                                                 f'family = "test"\ntemplate = "test/u{i % n_templates}"\n'))
+    g0 = ws.generation("gen-0000")
+    cand = g0.model_copy(update={"id": "gen-0001", "parent": "gen-0000", "state": GenerationState.CANDIDATE})
+    write_yaml_model(ws.ws.generations_dir / "gen-0001.yaml", cand)
+    ws.store.put_generation(cand)
+
+
+def test_promote_and_diff_report_the_per_template_and_the_per_task_figure(
+    workspace: WorkspaceContext, provider: FakeSandboxProvider
+) -> None:
+    from rsi.core.promotion import figures
+    from rsi.report.diff import build_diff
+    from rsi.report.diff_render import headline, markdown
+
+    AGENTS.add("better", BetterAgent)
+    _templated_holdout(workspace, 5, 2)
+    out = promote(workspace, PromoteRequest("gen-0001", agent="better"), provider=provider)
+    v = out.verdict
+    assert v.passed, v.failing
+    assert (v.unit, v.n_units, v.n_tasks) == ("template", 5, 10)
+    assert v.p_value == pytest.approx(1 / 32) and v.task_p_value is not None and v.task_p_value < v.p_value
+    lines = figures(v)
+    assert lines[0].startswith("per template (gated): 5 templates, delta +0.500, p = 0.03125")
+    assert lines[1].startswith("per task: 10 tasks, delta +0.500") and "not gated" in lines[1]
+    m = workspace.store.get_generation("gen-0001").metrics
+    assert m["holdout_units"] == 5 and m["holdout_tasks"] == 10 and m["holdout_p"] == pytest.approx(1 / 32, abs=1e-6)
+
+    r = build_diff(workspace, "gen-0000", "gen-0001", agent="better")
+    o = r.overall
+    assert (o["unit"], o["units"], o["tasks"]) == ("template", 5, 10)
+    assert o["unit_delta"] == pytest.approx(0.5) and o["unit_p_value"] == pytest.approx(1 / 16)  # two-sided
+    assert [(u["unit"], u["tasks"], u["a_rate"], u["b_rate"]) for u in r.templates] == [
+        (f"test/u{k}", 2, 0.25, 0.75) for k in range(5)]
+    assert any(x.startswith("per template (5 templates, the unit promotion gates on)") for x in headline(r))
+    assert "## Pass rate per template" in markdown(r) and "| test/u3 | 2 | 25.0% | 75.0% | +50.0 |" in markdown(r)
+
+
+def test_tasks_list_shows_the_template_and_cycle_refuses_a_bad_level(workspace: WorkspaceContext) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from rsi.cli.app import app
+    from rsi.core.discover import render_task
+
+    d = GENERATORS.create("text").generate(GenRequest(seed=4, difficulty=1, template="text/head"))
+    for rel, text in render_task(d, name="head-task", split="train", discovered_by=None).items():
+        p = workspace.ws.tasks_dir / "head-task" / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    runner = CliRunner()
+    root = str(workspace.ws.root)
+    r = runner.invoke(app, ["-w", root, "tasks", "list", "--json"])
+    assert r.exit_code == 0, r.output
+    assert {x["name"]: x["template"] for x in json.loads(r.output)} == {"head-task": "text/head"}
+    r = runner.invoke(app, ["-w", root, "tasks", "list"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "template" in r.output and "text/head" in r.output
+    r = runner.invoke(app, ["-w", root, "cycle", "--budget", "200", "--level", "11"])
+    assert r.exit_code == 2 and "--level: 11 does not lie in 1..10" in r.output, r.output
+    assert workspace.store.jobs_of(kind="cycle") == []
