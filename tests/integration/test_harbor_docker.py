@@ -79,13 +79,13 @@ def _task(root: Path, name: str, verifier_extra: str = "") -> Path:
     return d
 
 
-def test_a_harbor_service_task_passes_with_oracle_and_fails_with_nop_unedited(
+def test_a_harbor_service_task_that_asks_for_shared_passes_with_oracle_and_fails_with_nop(
     ctx: WorkspaceContext, tmp_path: Path
 ) -> None:
-    task = _task(tmp_path / "tasks", "service")
+    task = _task(tmp_path / "tasks", "service", 'environment_mode = "shared"')
     ok = run_job(ctx, RunRequest(paths=[task], agent="oracle")).trials[0]
     assert ok.passed, (ok.error_type, ok.error_message)
-    assert ok.integrity == "shared"  # Harbor's default verifier mode, recorded on the trial
+    assert ok.integrity == "shared"  # asked for by name, recorded on the trial
     result = json.loads((Path(ok.trial_dir) / "result.json").read_text())
     assert "was not pulled" in result["extra"]["image_source"]
     assert (Path(ok.trial_dir) / "artifacts" / "out.txt").read_text().strip() == "hello"
@@ -93,12 +93,15 @@ def test_a_harbor_service_task_passes_with_oracle_and_fails_with_nop_unedited(
     assert not nop.passed and nop.reward == 0.0
 
 
-def test_the_same_task_in_separate_mode_cannot_reach_the_agents_service(
-    ctx: WorkspaceContext, tmp_path: Path
+@pytest.mark.parametrize("mode", ["", 'environment_mode = "separate"'])
+def test_without_shared_by_name_a_harbor_task_is_graded_at_the_snapshot_level(
+    ctx: WorkspaceContext, tmp_path: Path, mode: str
 ) -> None:
-    task = _task(tmp_path / "tasks", "service-separate", 'environment_mode = "separate"')
+    """Harbor's own default is `shared`; rsi's is the snapshot level: a fresh verifier container from
+    the frozen agent container, where nothing the agent left running (its service) takes part."""
+    task = _task(tmp_path / "tasks", "service-snapshot" + ("-separate" if mode else ""), mode)
     t = run_job(ctx, RunRequest(paths=[task], agent="oracle")).trials[0]
-    assert t.integrity == "snapshot" and not t.passed and t.reward == 0.0
+    assert t.integrity == "snapshot" and not t.passed and t.reward == 0.0, (t.error_type, t.error_message)
 
 
 def test_a_public_from_tag_resolves_offline_and_the_trial_records_the_substitution(
