@@ -118,6 +118,22 @@ class Discovery(_Strict):
     max_difficulty: int = Field(default=10, ge=1, le=10)
 
 
+class TrainingRules(_Strict):
+    """What `rsi update` may train on and how far a candidate may move from its parent."""
+
+    # KL to the parent policy (its adapter; the base for a generation without one), k3 on the trained tokens.
+    # A floor: `train.kl_coef` in rsi.yaml may raise it, not lower it; 0 turns it off.
+    kl_coef: float = Field(default=0.1, ge=0)
+    # At most this many trajectories that train (accepted first) per template (`<family>/<template>`; a task
+    # without one is its own template), so no template dominates.
+    per_template_cap: int = Field(default=8, gt=0)
+    # Accepted trajectories of earlier generations (the lineage) mixed in, spread across templates; 0: none.
+    replay_cap: int = Field(default=8, ge=0)
+    # Train templates held out of training (a function of the template id alone); their accepted completions'
+    # log-probability is measured during training and stops it when it falls. 0: no validation slice.
+    validation_fraction: float = Field(default=0.2, ge=0, lt=1)
+
+
 class Contract(_Strict):
     schema_version: int = 1
     hcp: str
@@ -129,6 +145,7 @@ class Contract(_Strict):
     promotion: Promotion = Field(default_factory=Promotion)
     attribution: AttributionRules = Field(default_factory=AttributionRules)
     discovery: Discovery = Field(default_factory=Discovery)
+    training: TrainingRules = Field(default_factory=TrainingRules)
 
     @property
     def major(self) -> int:

@@ -12,6 +12,19 @@ one per finished trial, so it is the same for any store or trajectory format:
 - a *group* is every usable attempt at one task by one generation under one config; its advantages
   are reward minus the group mean (optionally divided by the group's standard deviation). A group whose
   rewards are all equal carries no policy-gradient signal; such groups are counted and reported.
+
+Generalisation (the contract's `training` section):
+
+- a *validation slice* of train templates (a pure function of the template id, `in_validation`) is held
+  out of training: its accepted trajectories are only measured (their log-probability stops training
+  early when it falls), its other trajectories are left out;
+- a *per-template cap*: at most `per_template_cap` trajectories that train (accepted first, round-robin
+  over the template's tasks, then failures that carry a policy-gradient signal) per template, so no
+  template dominates; the rest are `capped` and left out of the dataset;
+- *replay* (`choose_replay`): accepted trajectories of earlier generations, spread round-robin across
+  templates (those with least current data first), within the same per-template cap.
+
+A task without a template (older tasks) is its own template: `task:<name>`.
 """
 
 from __future__ import annotations
@@ -52,9 +65,16 @@ class TrainSettings(BaseModel):
     # forward+backward ~10x faster on one thread than on two fighting other processes).
     threads: int | None = Field(default=None, gt=0)
     clip_eps: float = Field(default=0.2, gt=0)
-    kl_coef: float = Field(default=0.0, ge=0)
     pg_coef: float = Field(default=1.0, ge=0)
     normalize_std: bool = False
+    # KL to the parent; None: the contract's `training.kl_coef`, which is also the floor (rsi.update resolves it)
+    kl_coef: float | None = Field(default=None, ge=0)
+    # the validation slice: measured every N steps on at most M of its completions; training stops after
+    # `validation_patience` measurements in a row below the best by more than `validation_tolerance`
+    validation_every: int = Field(default=8, gt=0)
+    validation_max_samples: int = Field(default=6, gt=0)
+    validation_patience: int = Field(default=2, gt=0)
+    validation_tolerance: float = Field(default=0.01, ge=0)
     lineage: str = "agent"  # the adapter's name in a manifest; serve names are <lineage>-g<N>-<sha8>
 
 
@@ -76,6 +96,11 @@ class TrialRecord:
     turns: int
     max_turns: int
     actions: tuple[str, ...] = ()  # the assistant replies, for near-duplicate detection
+    template: str | None = None  # `<family>/<template>`; None on older tasks (then the task is its own)
+
+    @property
+    def unit(self) -> str:
+        return template_key(self.template, self.task_name)
 
 
 @dataclass
@@ -88,6 +113,15 @@ class Selection:
     advantages: dict[str, float] = field(default_factory=dict)
     sample_index: dict[str, int] = field(default_factory=dict)
     group_of: dict[str, str] = field(default_factory=dict)
+    capped: dict[str, str] = field(default_factory=dict)  # trial id -> why the per-template cap left it out
+    validation: list[str] = field(default_factory=list)  # accepted trials of validation templates (measured only)
+    held_out: dict[str, str] = field(default_factory=dict)  # other trials of validation templates (left out)
+    validation_templates: list[str] = field(default_factory=list)
+    validation_note: str | None = None  # why there is no validation slice, when there is none
+
+    def dataset_ids(self) -> list[str]:
+        """The usable trials the dataset holds, in order: all but the capped and the held-out."""
+        return [r.trial_id for r in self.usable if r.trial_id not in self.capped and r.trial_id not in self.held_out]
 
     @property
     def groups_with_signal(self) -> list[str]:
@@ -95,7 +129,9 @@ class Selection:
 
     def counts(self) -> dict[str, Any]:
         reasons: dict[str, int] = defaultdict(int)
-        for r in [*self.excluded.values(), *self.not_accepted.values()]:
+        accepted = set(self.accepted)
+        for r in [*self.excluded.values(), *self.not_accepted.values(), *self.capped.values(),
+                  *self.held_out.values()]:
             reasons[r.split(":")[0]] += 1
         return {
             "usable": len(self.usable),
@@ -105,6 +141,11 @@ class Selection:
             "groups_with_signal": len(self.groups_with_signal),
             "groups_without_signal": len(self.groups) - len(self.groups_with_signal),
             "reasons": dict(sorted(reasons.items())),
+            "capped": len(self.capped),
+            "templates": len({r.unit for r in self.usable if r.trial_id in accepted}),
+            "validation": {"templates": self.validation_templates, "accepted": len(self.validation),
+                           "held_out": len(self.held_out), **({"note": self.validation_note}
+                                                               if self.validation_note else {})},
         }
 
 
@@ -203,7 +244,132 @@ def select(
             else:
                 kept.append(r)
         sel.accepted += [k.trial_id for k in kept]
+    _hold_out_validation(sel, contract.training.validation_fraction)
+    _cap_templates(sel, contract.training.per_template_cap)
     return sel
+
+
+def template_key(template: str | None, task_name: str) -> str:
+    """The template a trajectory counts under: its task's template id, or the task itself when it has none."""
+    return template or f"task:{task_name}"
+
+
+def in_validation(key: str, fraction: float) -> bool:
+    """Whether a train template belongs to the validation slice: a pure function of its id."""
+    return int(digest_obj(["validation", key])[:8], 16) / 16**8 < fraction
+
+
+def _hold_out_validation(sel: Selection, fraction: float) -> None:
+    """Move the validation templates' trajectories out of training: accepted ones are measured, others dropped.
+    No slice when no template with an accepted trajectory falls in it, or when it would leave none to train on."""
+    if fraction <= 0:
+        sel.validation_note = "validation_fraction is 0"
+        return
+    accepted = set(sel.accepted)
+    units = sorted({r.unit for r in sel.usable if r.trial_id in accepted})
+    chosen = [u for u in units if in_validation(u, fraction)]
+    if not chosen:
+        sel.validation_note = f"none of the {len(units)} template(s) with an accepted trajectory is in the slice"
+        return
+    if len(chosen) == len(units):
+        sel.validation_note = (f"every template with an accepted trajectory ({len(units)}) is in the slice: "
+                               "nothing would be left to train on, so none is held out")
+        return
+    sel.validation_templates = chosen
+    held = set(chosen)
+    for r in sel.usable:
+        if r.unit not in held:
+            continue
+        if r.trial_id in accepted:
+            sel.validation.append(r.trial_id)
+        else:
+            sel.held_out[r.trial_id] = f"validation: template {r.unit} is held out of training"
+    measured = set(sel.validation)
+    sel.accepted = [t for t in sel.accepted if t not in measured]
+
+
+def _round_robin(records: list[TrialRecord]) -> list[TrialRecord]:
+    """Records interleaved across their tasks (tasks in order of first appearance, each task's own order kept),
+    so one task does not fill a cap."""
+    by_task: dict[str, list[TrialRecord]] = {}
+    for r in records:
+        by_task.setdefault(r.task_digest, []).append(r)
+    queues = list(by_task.values())
+    out: list[TrialRecord] = []
+    while any(queues):
+        for q in queues:
+            if q:
+                out.append(q.pop(0))
+    return out
+
+
+def _cap_templates(sel: Selection, cap: int) -> None:
+    """At most `cap` trajectories that train per template: accepted first (best reward, round-robin over tasks),
+    then failures with a non-zero advantage; the rest are capped."""
+    accepted = set(sel.accepted)
+    by_unit: dict[str, list[TrialRecord]] = defaultdict(list)
+    for r in sel.usable:
+        if r.trial_id in sel.held_out or r.trial_id in sel.validation:
+            continue
+        if r.trial_id in accepted or sel.advantages.get(r.trial_id, 0.0) != 0.0:
+            by_unit[r.unit].append(r)
+    for unit, members in by_unit.items():
+        first = sorted((m for m in members if m.trial_id in accepted),
+                       key=lambda r: (-(r.reward or 0.0), r.attempt, r.trial_id))
+        rest = [m for m in members if m.trial_id not in accepted]
+        for r in (_round_robin(first) + _round_robin(rest))[cap:]:
+            sel.capped[r.trial_id] = f"template_cap: {cap} per template already train ({unit})"
+    sel.accepted = [t for t in sel.accepted if t not in sel.capped]
+
+
+def choose_replay(candidates: list[TrialRecord], current: dict[str, int], *, cap: int, per_template_cap: int,
+                  validation_fraction: float, kept: dict[str, list[TrialRecord]] | None = None,
+                  near_duplicate_threshold: float = 1.0) -> tuple[list[TrialRecord], dict[str, str]]:
+    """Replay: up to `cap` accepted trajectories of earlier generations, round-robin across templates (those with
+    the least current data first, so templates this generation has nothing of are kept alive), newest generation
+    first within a template, each template within `per_template_cap` counting its current trajectories. Never a
+    validation template; never a near-duplicate of a trajectory of the same task kept already (`kept`).
+    Returns the chosen records and, for the others, why not."""
+    why: dict[str, str] = {}
+    kept = {k: list(v) for k, v in (kept or {}).items()}
+    by_unit: dict[str, list[TrialRecord]] = defaultdict(list)
+    for r in candidates:
+        if validation_fraction > 0 and in_validation(r.unit, validation_fraction):
+            why[r.trial_id] = f"validation: template {r.unit} is held out of training"
+        else:
+            by_unit[r.unit].append(r)
+    queues: list[tuple[str, list[TrialRecord]]] = []
+    for unit in sorted(by_unit, key=lambda u: (current.get(u, 0), u)):
+        ordered = sorted(by_unit[unit], key=lambda r: (_gen_order(r.generation), r.task_name, r.attempt, r.trial_id))
+        queues.append((unit, _round_robin(ordered)))
+    room = {u: max(0, per_template_cap - current.get(u, 0)) for u, _ in queues}
+    chosen: list[TrialRecord] = []
+    while len(chosen) < cap and any(q for _, q in queues):
+        for unit, q in queues:
+            while q and len(chosen) < cap:
+                r = q.pop(0)
+                if room[unit] <= 0:
+                    why[r.trial_id] = f"template_cap: {per_template_cap} per template already train ({unit})"
+                    continue
+                dup = next((k for k in kept.get(r.task_digest, [])
+                            if similarity(k.actions, r.actions) >= near_duplicate_threshold), None)
+                if dup is not None:
+                    why[r.trial_id] = f"near_duplicate: of {dup.trial_id}"
+                    continue
+                chosen.append(r)
+                kept.setdefault(r.task_digest, []).append(r)
+                room[unit] -= 1
+                break
+    for _, q in queues:
+        for r in q:
+            why.setdefault(r.trial_id, f"replay_cap: {cap} replayed already")
+    return chosen, why
+
+
+def _gen_order(gen: str | None) -> int:
+    """Newest generation first (gen-NNNN by number, descending)."""
+    tail = (gen or "").rsplit("-", 1)[-1]
+    return -int(tail) if tail.isdigit() else 0
 
 
 __all__ = [
@@ -213,10 +379,13 @@ __all__ = [
     "Selection",
     "TrainSettings",
     "TrialRecord",
+    "choose_replay",
     "exclusion",
     "group_advantages",
     "group_id",
+    "in_validation",
     "rejection",
     "select",
     "similarity",
+    "template_key",
 ]

@@ -5,7 +5,9 @@
 2. **trials**: the generation's harness trials as `update` may read them (holdout sealed in SQL),
    from the named jobs and their child jobs when --from-job is given; each must have run under the
    serving config (rsi.loop.update_data.ConfigGate) or it is refused with the reason.
-3. **selection** (rsi.core.training.select) -> **dataset** (rsi.train.dataset) -> **backend**.
+3. **selection** (rsi.core.training.select: acceptance, per-template cap, validation slice) + **replay**
+   of earlier generations (rsi.loop.update_replay) -> **dataset** (rsi.train.dataset) -> **backend**, with
+   the KL coefficient resolved against the contract (`training.kl_coef` is a floor).
 4. **candidate**: the adapter is checked (rsi.train.peft_dir), copied to
    `adapters/<lineage>/g<N>-<sha8>/`, loaded into the running endpoint under its new serve name
    `<lineage>-g<N>-<sha8>` (when one runs), and only then is the candidate generation registered (DB +
@@ -29,6 +31,7 @@ from rsi.core.harness_config import HarnessConfig
 from rsi.core.training import OBJECTIVES, TrainSettings, select
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.update_data import ConfigGate, LoadedTrial, dataset_line, load_trial
+from rsi.loop.update_replay import gather_replay, task_templates
 from rsi.store.files import write_yaml_model
 from rsi.train.backends import BACKENDS
 from rsi.train.base import Log, Progress, TrainError, TrainRequest, TrainResult
@@ -64,6 +67,7 @@ class UpdateOutcome:
     dataset: dict[str, Any]
     selection: dict[str, Any]
     refused: dict[str, int]
+    replay: dict[str, Any] = field(default_factory=dict)
     candidate: str | None = None
     adapter: dict[str, Any] | None = None
     training: dict[str, Any] = field(default_factory=dict)
@@ -146,12 +150,15 @@ def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
     store, contract, settings = ctx.store, ctx.contract, ctx.settings.train
     if req.steps is not None:
         settings = settings.model_copy(update={"steps": req.steps})
+    # the contract's KL coefficient is a floor: rsi.yaml may ask for more, never for less
+    settings = settings.model_copy(update={"kl_coef": max(contract.training.kl_coef, settings.kl_coef or 0.0)})
     gen = ctx.generation(req.gen)
     cfg, cfg_digest, cfg_source = serving_config(ctx, gen, req.from_jobs)
     req.log(f"serving config: {cfg.name} ({cfg_digest[:12]}), {cfg_source}")
     jobs = _job_ids(ctx, req.from_jobs)
     gate = ConfigGate(ctx, gen.id, cfg, cfg_digest)
     max_turns = min(cfg.loop.max_turns, contract.limits.max_turns)
+    templates = task_templates(ctx)
 
     loaded: dict[str, LoadedTrial] = {}
     refusals: dict[str, str] = {}
@@ -159,7 +166,8 @@ def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
         if jobs is not None and row.job_id not in jobs:
             continue
         why = gate.refusal(row)
-        got: LoadedTrial | str = why if why is not None else load_trial(row, ctx.ws.root, max_turns)
+        got: LoadedTrial | str = why if why is not None else load_trial(row, ctx.ws.root, max_turns,
+                                                                        template=templates.get(row.task_digest))
         if isinstance(got, str):
             refusals[row.id] = got
         else:
@@ -172,21 +180,28 @@ def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
         raise ConfigError(f"rsi update: no trajectory of {gen.id} can train a candidate served with "
                           f"{cfg.name} ({cfg_digest[:12]}); {len(refusals)} refused, e.g. {detail}")
     sel = select([t.record for t in loaded.values()], contract, normalize_std=settings.normalize_std)
-    accepted = set(sel.accepted)
+    accepted, validation = set(sel.accepted), set(sel.validation)
     lines = [
-        dataset_line(loaded[r.trial_id], accepted=r.trial_id in accepted, group_id=sel.group_of[r.trial_id],
-                     sample_index=sel.sample_index[r.trial_id], advantage=sel.advantages[r.trial_id],
-                     serving_digest=cfg_digest)
-        for r in sel.usable
+        dataset_line(loaded[t], accepted=t in accepted or t in validation, group_id=sel.group_of[t],
+                     sample_index=sel.sample_index[t], advantage=sel.advantages[t], serving_digest=cfg_digest,
+                     validation=t in validation)
+        for t in sel.dataset_ids()
     ]
+    replay = gather_replay(ctx, gen, cfg, cfg_digest, max_turns, templates, sel)
+    lines += replay.lines
     run_id = f"upd-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
     out_dir = req.out or (ctx.ws.state_dir / "updates" / run_id)
     counts = sel.counts()
     info = write_dataset(out_dir / "dataset", lines, {"selection": counts, "refused": refused_counts})
-    req.log(f"dataset: {info.counts['trajectories']} trajectories ({len(accepted)} accepted), "
+    val = counts["validation"]
+    req.log(f"dataset: {info.counts['trajectories']} trajectories ({len(accepted)} accepted over "
+            f"{counts['templates']} template(s), {counts['capped']} over the per-template cap; "
+            f"{len(replay.lines)} replayed from earlier generations; {val['accepted']} held out for validation "
+            f"from {len(val['templates'])} template(s)), "
             f"{counts['groups_with_signal']}/{counts['groups']} groups with signal -> {info.path}")
     params = {"settings": settings.model_dump(mode="json"), "from_jobs": req.from_jobs, "out": str(out_dir),
-              "command": req.command}
+              "command": req.command, "training_rules": contract.training.model_dump(mode="json"),
+              "replay": replay.summary}
     store.start_training_run(run_id, generation=gen.id, backend=req.backend, objective=req.objective,
                              config_digest=cfg_digest, dataset_path=str(info.path), dataset_digest=info.digest,
                              params=params, metrics={"dataset": info.counts})
@@ -194,7 +209,7 @@ def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
         run_id=run_id, generation=gen.id, backend=req.backend, objective=req.objective,
         config={"name": cfg.name, "digest": cfg_digest, "source": cfg_source},
         dataset={"path": str(info.path), "digest": info.digest, "counts": info.counts},
-        selection=counts, refused=refused_counts,
+        selection=counts, refused=refused_counts, replay=replay.summary,
     )
     try:
         parent = gen.adapters.get(settings.lineage)
@@ -254,7 +269,9 @@ def _register_candidate(ctx: WorkspaceContext, req: UpdateRequest, gen: Generati
     training = {"run": outcome.run_id, "backend": req.backend, "objective": req.objective,
                 "dataset_digest": dataset_digest, "steps": result.steps,
                 "hyperparameters": settings.model_dump(mode="json"), "dataset": outcome.dataset["counts"],
-                **{k: v for k, v in outcome.training.items() if k != "loss_curve"}}
+                "replay": {k: v for k, v in outcome.replay.items() if k != "trials"},
+                "validation_slice": outcome.selection.get("validation"),
+                **{k: v for k, v in outcome.training.items() if k not in ("loss_curve", "kl_curve")}}
     expand_jobs = [j.id for j in store.jobs_of(kind="expand", generation=gen.id)
                    if not req.from_jobs or j.id in req.from_jobs]
     # the discover jobs that probed this generation made the tasks it was trained and measured on
@@ -293,9 +310,16 @@ def _metrics(outcome: UpdateOutcome, adapter: AdapterInfo) -> dict[str, float]:
         "train_steps": float(t.get("steps", 0)),
         "adapter_bytes": float(adapter.bytes),
     }
-    for k in ("wall_sec", "logprob_before", "logprob_after", "logprob_delta", "loss_first", "loss_last"):
+    for k in ("wall_sec", "logprob_before", "logprob_after", "logprob_delta", "loss_first", "loss_last", "kl_coef",
+              "kl_last"):
         if isinstance(t.get(k), int | float):
             out[f"train_{k}"] = float(t[k])
+    v = t.get("validation") or {}
+    if v.get("curve"):
+        out["train_validation_best_step"] = float(v["best_step"])
+        if v.get("stopped_at") is not None:
+            out["train_validation_stopped_at"] = float(v["stopped_at"])
+    out["train_replayed"] = float(c.get("replay", 0))
     return out
 
 

@@ -87,8 +87,8 @@ class LoadedTrial:
     job_id: str
 
 
-def load_trial(row: TrialRow, root: Path, max_turns: int) -> LoadedTrial | str:
-    """The trial's trajectory as training needs it, or why it cannot be used."""
+def load_trial(row: TrialRow, root: Path, max_turns: int, *, template: str | None = None) -> LoadedTrial | str:
+    """The trial's trajectory as training needs it (its task's `template`, if it has one), or why it cannot be used."""
     d = Path(row.trial_dir)
     path = (d if d.is_absolute() else root / d) / "trajectory.json"
     if not path.is_file():
@@ -117,22 +117,22 @@ def load_trial(row: TrialRow, root: Path, max_turns: int) -> LoadedTrial | str:
         trial_id=row.id, task_digest=row.task_digest, task_name=row.task_name, generation=row.generation,
         config_digest=row.harness_config_digest, attempt=row.attempt, split=row.split, reward=row.reward,
         error_type=row.error_type, integrity=row.integrity, tampered=bool(row.tampered_paths),
-        turns=row.turns, max_turns=max_turns, actions=actions,
+        turns=row.turns, max_turns=max_turns, actions=actions, template=template,
     )
     return LoadedTrial(record=rec, messages=messages, tools=list(rsi.get("tools") or []), prompt_messages=head,
                        tokens=tokens if has_tokens else None, job_id=row.job_id)
 
 
 def dataset_line(t: LoadedTrial, *, accepted: bool, group_id: str, sample_index: int, advantage: float,
-                 serving_digest: str) -> DatasetLine:
+                 serving_digest: str, validation: bool = False) -> DatasetLine:
     r = t.record
     return DatasetLine(
         messages=t.messages, tools=t.tools, reward=float(r.reward or 0.0), accepted=accepted, group_id=group_id,
         sample_index=sample_index, advantage=round(advantage, 6), prompt_messages=t.prompt_messages,
         provenance={"generation": r.generation, "config_digest": r.config_digest,
                     "serving_config_digest": serving_digest, "task_digest": r.task_digest, "task": r.task_name,
-                    "trial_id": r.trial_id, "job_id": t.job_id, "attempt": r.attempt},
-        tokens=t.tokens,
+                    "trial_id": r.trial_id, "job_id": t.job_id, "attempt": r.attempt, "template": r.unit},
+        tokens=t.tokens, validation=validation,
     )
 
 

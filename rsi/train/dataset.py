@@ -3,8 +3,10 @@
 `dataset.jsonl` holds one trajectory per line: OpenAI chat `messages` + `tools`, `reward`,
 `accepted`, `group_id` + `sample_index`, `advantage`, `prompt_messages` (how many leading messages
 are the harness's head — system, few-shot, instruction — and so never trained on), `provenance`
-(generation, harness config digest, task digest, trial, job) and, where the server gave them, `tokens`:
-per policy turn the prompt and completion token ids and the sampling logprobs, exactly as served.
+(generation, harness config digest, task digest, template, trial, job; `replay` for an accepted trajectory of
+an earlier generation mixed in) and, where the server gave them, `tokens`: per policy turn the prompt and
+completion token ids and the sampling logprobs, exactly as served. `validation: true` marks an accepted
+trajectory of a validation template: a backend measures it and never trains on it (nor do the exports).
 `manifest.json` beside it has the counts and the dataset's digest (sha256 of the JSONL bytes).
 
 Exporters: OpenAI fine-tune JSONL (accepted trajectories; head assistant messages carry
@@ -39,6 +41,7 @@ class DatasetLine:
     prompt_messages: int
     provenance: dict[str, Any]
     tokens: list[dict[str, Any]] | None = None
+    validation: bool = False  # held out of training: only measured (the early-stopping curve)
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -54,6 +57,8 @@ class DatasetLine:
         }
         if self.tokens is not None:
             out["tokens"] = self.tokens
+        if self.validation:
+            out["validation"] = True
         return out
 
     @classmethod
@@ -63,6 +68,7 @@ class DatasetLine:
             accepted=bool(d["accepted"]), group_id=str(d["group_id"]), sample_index=int(d["sample_index"]),
             advantage=float(d["advantage"]), prompt_messages=int(d["prompt_messages"]),
             provenance=dict(d.get("provenance") or {}), tokens=d.get("tokens"),
+            validation=bool(d.get("validation", False)),
         )
 
 
@@ -90,12 +96,14 @@ def write_dataset(out_dir: Path, lines: list[DatasetLine], counts: dict[str, Any
     digest = hashlib.sha256(data).hexdigest()
     path = out_dir / DATASET
     _write(path, data)
-    accepted = [ln for ln in lines if ln.accepted]
+    accepted = [ln for ln in lines if ln.accepted and not ln.validation]
     _write(out_dir / OPENAI_EXPORT, _jsonl([openai_line(ln) for ln in accepted]))
     _write(out_dir / TRL_EXPORT, _jsonl([trl_line(ln) for ln in accepted]))
     full = {
         "trajectories": len(lines),
         "accepted": len(accepted),
+        "validation": sum(1 for ln in lines if ln.validation),
+        "replay": sum(1 for ln in lines if ln.provenance.get("replay")),
         "with_tokens": sum(1 for ln in lines if ln.tokens),
         "groups": len({ln.group_id for ln in lines}),
         **counts,

@@ -7,12 +7,9 @@ the trainer's own rendering of the same messages (chat template + tokenizer, as 
 renders them) is checked against them token for token; a turn where they differ is refused and counted.
 Without token ids the turn is rendered (text-format trajectories only).
 
-Objectives (`sft`, `pg`, `sft+pg`):
-- SFT: mean negative log-likelihood of the accepted trajectories' completion tokens (assistant tokens only);
-- PG: a group-relative policy-gradient step: per completion token, -min(rho * A, clip(rho, 1-eps, 1+eps) * A)
-  with rho = exp(logp - logp_sampling) against the recorded sampling logprobs (the current logprob,
-  detached, where none were recorded), A the trajectory's group advantage; optional KL to the base
-  (the adapter disabled), k3 estimator.
+Objectives (`sft`, `pg`, `sft+pg`), KL to the parent and early stopping: rsi.train.fit. Lines marked
+`validation` (templates held out of training) are never trained on: their accepted completions make the
+early-stopping curve.
 
 Deterministic on the CPU for a seed (fixed sample order, no dropout by default, deterministic algorithms).
 The base weights are never written: their digest before and after is recorded (`base_unchanged`).
@@ -22,24 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rsi.train.base import TrainError, TrainRequest, TrainResult
 from rsi.train.dataset import DatasetLine, read_dataset
-
-
-@dataclass
-class Sample:
-    prompt: list[int]
-    completion: list[int]
-    old_logprobs: list[float] | None
-    advantage: float
-    accepted: bool
-    trial: str
+from rsi.train.fit import Sample, fit, pick_validation
 
 
 def render_prompt(tok: Any, messages: list[dict[str, Any]]) -> list[int]:
@@ -86,7 +72,8 @@ def build_samples(lines: list[DatasetLine], tok: Any, max_len: int) -> tuple[lis
                 stats["too_long"] += 1
                 continue
             out.append(Sample(prompt, completion, old, ln.advantage, ln.accepted,
-                              str(ln.provenance.get("trial_id", ""))))
+                              str(ln.provenance.get("trial_id", "")), validation=ln.validation,
+                              template=str(ln.provenance.get("template") or ln.provenance.get("task") or "")))
     return out, stats
 
 
@@ -141,16 +128,18 @@ class LocalBackend:
                              bias="none", task_type="CAUSAL_LM")
             model = get_peft_model(base, cfg)
         samples, stats = build_samples(read_dataset(req.dataset), tok, s.max_seq_len)
-        req.log(f"samples: {len(samples)} policy turns ({stats})")
+        held = [x for x in samples if x.validation]
+        samples = [x for x in samples if not x.validation]
+        req.log(f"samples: {len(samples)} policy turns, {len(held)} held out for validation ({stats})")
         want_sft, want_pg = "sft" in req.objective, "pg" in req.objective
         sft = [x for x in samples if x.accepted] if want_sft else []
         pg = [x for x in samples if x.advantage != 0.0] if want_pg else []
-        pool = sft + [x for x in pg if not (want_sft and x.accepted)]
-        if not pool:
+        if not sft and not pg:
             raise TrainError(f"nothing to train on for objective {req.objective}: {len(samples)} samples, "
                              f"{sum(x.accepted for x in samples)} accepted, "
                              f"{sum(x.advantage != 0 for x in samples)} with a non-zero advantage ({stats})")
-        evaluate = [x for x in samples if x.accepted] or pool
+        evaluate = [x for x in samples if x.accepted] or sft + pg
+        validation = pick_validation([x for x in held if x.accepted], s.validation_max_samples)
 
         def logps(x: Sample) -> Any:
             ids = torch.tensor([x.prompt + x.completion], device=device)
@@ -158,54 +147,11 @@ class LocalBackend:
             lp = torch.log_softmax(logits, dim=-1)
             return lp.gather(1, torch.tensor(x.completion, device=device)[:, None])[:, 0]
 
-        def mean_logprob() -> float:
-            model.eval()
-            with torch.no_grad():
-                vals = [float(logps(x).mean()) for x in evaluate]
-            model.train()
-            return sum(vals) / len(vals)
-
-        before = mean_logprob()
-        params = [p for p in model.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=s.learning_rate, weight_decay=0.0)
-        rng = random.Random(s.seed)
-        order: list[Sample] = []
-        losses: list[float] = []
-        sft_ids, pg_ids = {id(x) for x in sft}, {id(x) for x in pg}
+        kl_coef = float(s.kl_coef or 0.0)
         model.train()
-        for step in range(s.steps):
-            batch = []
-            for _ in range(min(s.batch_size, len(pool))):
-                if not order:
-                    order = list(pool)
-                    rng.shuffle(order)
-                batch.append(order.pop())
-            opt.zero_grad()
-            total = 0.0
-            for x in batch:
-                lp = logps(x)
-                loss = lp.new_zeros(())
-                if id(x) in sft_ids:
-                    loss = loss - lp.mean()
-                if id(x) in pg_ids:
-                    old = torch.tensor(x.old_logprobs, device=device) if x.old_logprobs else lp.detach()
-                    ratio = torch.exp(lp - old)
-                    a = float(x.advantage)
-                    surr = torch.minimum(ratio * a, torch.clamp(ratio, 1 - s.clip_eps, 1 + s.clip_eps) * a)
-                    term = -surr.mean()
-                    if s.kl_coef > 0:
-                        with torch.no_grad(), model.disable_adapter():
-                            ref = logps(x)
-                        d = ref - lp
-                        term = term + s.kl_coef * (torch.exp(d) - d - 1).mean()
-                    loss = loss + s.pg_coef * term
-                (loss / len(batch)).backward()
-                total += float(loss.detach()) / len(batch)
-            opt.step()
-            losses.append(total)
-            if req.progress is not None:
-                req.progress(step + 1, s.steps, total)
-        after = mean_logprob()
+        res = fit(model, logps, sft=sft, pg=pg, validation=validation, s=s, kl_coef=kl_coef, evaluate=evaluate,
+                  progress=req.progress)
+        before, after, losses = res.logprob_before, res.logprob_after, res.losses
         base_after = _base_digest(model.get_base_model())
         if base_after != base_before:
             raise TrainError("the base weights changed during training (only the adapter may)")
@@ -217,12 +163,24 @@ class LocalBackend:
             "device": str(device), "samples": len(samples), "sft_samples": len(sft), "pg_samples": len(pg),
             "tokens": stats, "logprob_before": round(before, 6), "logprob_after": round(after, 6),
             "logprob_delta": round(after - before, 6), "logprob_eval_samples": len(evaluate),
+            "steps_planned": s.steps, "kl_coef": kl_coef,
+            "kl_reference": ("parent adapter" if req.parent_adapter else "base model (the parent has no adapter)")
+            if kl_coef > 0 else None,
+            "kl_curve": [round(k, 6) for k in res.kl_curve],
+            "kl_last": round(res.kl_curve[-1], 6) if res.kl_curve else None,
+            "validation": res.validation,
             "base_digest": base_before, "base_unchanged": True, "seed": s.seed,
             "parent_adapter": str(req.parent_adapter) if req.parent_adapter else None,
             "wall_sec": round(time.monotonic() - t0, 2),
         }
         req.log(f"mean logprob of accepted completions {before:.4f} -> {after:.4f}")
-        return TrainResult(adapter_dir=Path(req.output_dir), steps=s.steps, losses=losses, metrics=metrics)
+        v = res.validation
+        if v.get("curve"):
+            req.log(f"validation ({v['samples']} completions of {len(v['templates'])} held-out template(s)): "
+                    + " ".join(f"{st}:{val:.3f}" for st, val in v["curve"])
+                    + (f"; stopped at step {v['stopped_at']}" if v.get("stopped_at") is not None else "")
+                    + (f"; kept step {v['restored_step']}" if v.get("restored_step") is not None else ""))
+        return TrainResult(adapter_dir=Path(req.output_dir), steps=res.steps, losses=losses, metrics=metrics)
 
 
 __all__ = ["LocalBackend", "Sample", "build_samples", "render_prompt"]

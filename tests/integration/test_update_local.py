@@ -1,10 +1,13 @@
 """`rsi update --backend local` on real trials: SmolLM2 on the embedded server acting in Docker sandboxes.
 
-One test, kept small (2 tasks x 2 attempts, 3 optimiser steps): the trials record the server's token
+One test, kept small (3 tasks x 2 attempts, 3 optimiser steps): the trials record the server's token
 ids, the local backend trains a LoRA from them, and the test checks what a user relies on — the mean
 log-probability of the accepted completions rose, the base weights are bit-identical, the adapter is
 loaded into the running server under its new serve name and changes its greedy answer, and the prompt
-tokens the server sees for a trained turn equal, token for token, the ones trained on.
+tokens the server sees for a trained turn equal, token for token, the ones trained on. It also checks the
+update's guards against memorising: the KL term to the parent (here the base: gen-0000 has no adapter) was
+applied and recorded, and `say-hi` (its template, the task itself, is in the validation slice) was held out
+of training and measured before and after, the curve recorded in the training run.
 """
 
 from __future__ import annotations
@@ -54,7 +57,9 @@ def test_local_update_trains_loads_and_serves_the_trained_tokens(
     tasks = [make_task(root / "tasks", "hello", test=ALWAYS, agent_timeout=600,
                        instruction="Print the word hello with echo."),
              make_task(root / "tasks", "touch", test=ANY_FILE, agent_timeout=600,
-                       instruction="Create the file /app/out.txt containing ok.")]
+                       instruction="Create the file /app/out.txt containing ok."),
+             make_task(root / "tasks", "say-hi", test=ALWAYS, agent_timeout=600,
+                       instruction="Print the word hi with echo.")]
     ctx = WorkspaceContext.open(root)
     from rsi.models.server.model_files import resolve_model
 
@@ -75,13 +80,24 @@ def test_local_update_trains_loads_and_serves_the_trained_tokens(
         # the served prompt tokens are the trained ones, every turn checked, none differing
         toks = tr["tokens"]
         assert toks["token_checked"] == toks["turns"] > 0 and toks["token_mismatch"] == 0, toks
+        # KL to the parent is on by default (the contract's training.kl_coef) and was really in the loss: zero at
+        # the first step (the model is the parent), positive once the adapter has moved
+        assert tr["kl_coef"] == ctx.contract.training.kl_coef > 0 and tr["kl_reference"].startswith("base model")
+        assert len(tr["kl_curve"]) == 3 and tr["kl_curve"][0] == 0.0 and tr["kl_last"] > 0, tr["kl_curve"]
+        # the validation slice: say-hi's accepted completions were measured, never trained on
+        val = tr["validation"]
+        assert "task:say-hi" in val["templates"] and val["samples"] > 0, val
+        assert [step for step, _ in val["curve"]] == [0, 3] and val["stopped_at"] is None, val
+        assert "task:say-hi" in out.selection["validation"]["templates"]
 
         # the candidate's adapter is live on the running server under its new, never-reused name
         assert out.candidate == "gen-0001" and out.adapter is not None and out.loaded["loaded"] is True
         serve = out.adapter["serve_name"]
         assert serve.startswith("agent-g0001-") and serve.endswith(out.adapter["sha256"][:8])
         lines = read_dataset(Path(out.dataset["path"]))
-        line = next(ln for ln in lines if ln.accepted and ln.tokens)
+        assert {ln.provenance["task"] for ln in lines if ln.validation} >= {"say-hi"}
+        line = next(ln for ln in lines if ln.accepted and ln.tokens and not ln.validation)
+        assert line.tokens is not None
         first = next(i for i, m in enumerate(line.messages) if i >= line.prompt_messages and m["role"] == "assistant")
         prompt = line.messages[:first]
         with ChatClient(url, token_ids=True) as c:
@@ -102,5 +118,6 @@ def test_local_update_trains_loads_and_serves_the_trained_tokens(
     assert m.metrics["train_logprob_delta"] > 0 and m.metrics["adapter_bytes"] == out.adapter["bytes"]
     run = ctx.store.get_training_run(out.run_id)
     assert run.status == "done" and run.metrics["training"]["logprob_after"] == tr["logprob_after"]
+    assert run.metrics["training"]["validation"]["curve"] == val["curve"] and m.metrics["train_kl_coef"] > 0
     print(json.dumps({"selection": out.selection, "training": {k: v for k, v in tr.items() if k != "base_digest"},
                       "adapter_bytes": out.adapter["bytes"], "wall_sec": out.wall_sec}))

@@ -7,7 +7,9 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -80,7 +82,7 @@ def test_quota_keeps_best_then_earliest_and_dedupe_drops_near_duplicates() -> No
 
 
 def _tool_line() -> DatasetLine:
-    msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
             {"role": "assistant", "content": None, "tool_calls": [
                 {"id": "call_1_0", "type": "function", "function": {"name": "bash", "arguments": '{"cmd": "ls"}'}}]},
             {"role": "tool", "tool_call_id": "call_1_0", "content": "a.txt"},
@@ -148,10 +150,10 @@ def test_exporters_write_valid_openai_and_trl_lines() -> None:
 
 
 @pytest.fixture
-def ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> WorkspaceContext:
+def ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[WorkspaceContext]:
     monkeypatch.setenv("RSI_MODEL_PORT", "9")  # nothing answers: no endpoint to load into
     c = workspace(tmp_path)
-    yield c  # type: ignore[misc]
+    yield c
     c.store.close()
 
 
@@ -195,7 +197,9 @@ def test_mismatched_config_is_refused_with_the_reason(ctx: WorkspaceContext) -> 
     # a config that differs only by name (expand's adopted copy) is the same behaviour: accepted
     renamed = base.model_copy(update={"name": "default-adopted"})
     add_trials(ctx, [T("gamma", 0, 1.0, config_digest=ctx.register_config(renamed))], job_id="job-upd-3")
-    assert run_update(UpdateRequest(backend="export"), ctx.ws.root).selection["accepted"] == 2
+    sel = run_update(UpdateRequest(backend="export"), ctx.ws.root).selection
+    # gamma's template (the task itself: it has none) is in the validation slice: measured, not trained on
+    assert (sel["accepted"], sel["validation"]["accepted"], sel["validation"]["templates"]) == (1, 1, ["task:gamma"])
 
 
 ADAPTER_SCRIPT = r'''

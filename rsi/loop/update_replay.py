@@ -1,0 +1,114 @@
+"""Update's replay: accepted trajectories of earlier generations mixed into the dataset, across templates.
+
+Earlier generations are the lineage (parent, its parent, ...), not rejected siblings. Their trials are read
+as update reads its own (train split only, the holdout sealed in SQL) and pass the same gates: each must have
+run under a config whose behaviour equals the serving config (a mismatch is refused, as for current trials),
+and the contract's acceptance rules pick its accepted ones. `rsi.core.training.choose_replay` then takes at
+most `training.replay_cap` of them, round-robin across templates (templates the current data lacks first),
+within the per-template cap and never from the validation slice. A replayed trajectory trains by SFT only
+(its advantage is 0: the policy that sampled it is gone); its dataset line says `replay` and the generation
+it came from, so the dataset digest covers it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rsi.core.errors import NotFoundError
+from rsi.core.generation import GenerationManifest
+from rsi.core.harness_config import HarnessConfig
+from rsi.core.training import Selection, TrialRecord, choose_replay, select
+from rsi.loop.context import WorkspaceContext
+from rsi.loop.update_data import ConfigGate, LoadedTrial, dataset_line, load_trial
+from rsi.store.files import load_pool
+from rsi.train.dataset import DatasetLine
+
+
+@dataclass
+class Replay:
+    lines: list[DatasetLine] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def task_templates(ctx: WorkspaceContext) -> dict[str, str | None]:
+    """Task digest -> its template id (None for a task without one) for the tasks in the workspace."""
+    return {t.digest: t.spec.metadata.rsi.template for t in load_pool(ctx.ws.tasks_dir)}
+
+
+def lineage(ctx: WorkspaceContext, gen: GenerationManifest) -> list[str]:
+    """The generation's ancestors, parent first."""
+    out: list[str] = []
+    parent = gen.parent
+    while parent and parent not in out:
+        out.append(parent)
+        try:
+            parent = ctx.store.get_generation(parent).parent
+        except NotFoundError:
+            break
+    return out
+
+
+def training_counts(sel: Selection) -> dict[str, int]:
+    """Per template, how many of the current selection's trajectories train (accepted or carrying a signal)."""
+    keep, accepted = set(sel.dataset_ids()), set(sel.accepted)
+    out: dict[str, int] = {}
+    for r in sel.usable:
+        if r.trial_id in keep and (r.trial_id in accepted or sel.advantages.get(r.trial_id, 0.0) != 0.0):
+            out[r.unit] = out.get(r.unit, 0) + 1
+    return out
+
+
+def gather_replay(ctx: WorkspaceContext, gen: GenerationManifest, cfg: HarnessConfig, cfg_digest: str,
+                  max_turns: int, templates: dict[str, str | None], sel: Selection) -> Replay:
+    """The replay lines for an update of `gen` whose own selection is `sel`, and what was chosen and why not."""
+    rules = ctx.contract.training
+    ancestors = lineage(ctx, gen)
+    summary: dict[str, Any] = {"cap": rules.replay_cap, "generations": ancestors, "accepted": 0, "used": 0,
+                               "refused": {}, "not_used": {}, "templates": {}}
+    if rules.replay_cap <= 0 or not ancestors:
+        return Replay(summary=summary)
+    loaded: dict[str, LoadedTrial] = {}
+    accepted: list[TrialRecord] = []
+    refused: dict[str, int] = {}
+    for anc in ancestors:
+        gate = ConfigGate(ctx, anc, cfg, cfg_digest)
+        mine: dict[str, LoadedTrial] = {}
+        for row in ctx.store.outcomes("update", generation=anc, agent="harness"):
+            why = gate.refusal(row)
+            got = why if why is not None else load_trial(row, ctx.ws.root, max_turns,
+                                                         template=templates.get(row.task_digest))
+            if isinstance(got, str):
+                key = got.split(":")[0]
+                refused[key] = refused.get(key, 0) + 1
+            else:
+                mine[row.id] = got
+        if mine:
+            anc_sel = select([t.record for t in mine.values()], ctx.contract)
+            accepted += [mine[t].record for t in anc_sel.accepted]
+            loaded.update(mine)
+    acc = set(sel.accepted)
+    kept: dict[str, list[TrialRecord]] = {}
+    for r in sel.usable:
+        if r.trial_id in acc:
+            kept.setdefault(r.task_digest, []).append(r)
+    chosen, why_not = choose_replay(
+        accepted, training_counts(sel), cap=rules.replay_cap, per_template_cap=rules.per_template_cap,
+        validation_fraction=rules.validation_fraction, kept=kept,
+        near_duplicate_threshold=ctx.contract.acceptance.near_duplicate_threshold)
+    lines = []
+    for r in chosen:
+        ln = dataset_line(loaded[r.trial_id], accepted=True, group_id=f"replay-{r.trial_id}", sample_index=0,
+                          advantage=0.0, serving_digest=cfg_digest)
+        ln.provenance["replay"] = True
+        lines.append(ln)
+        summary["templates"][r.unit] = summary["templates"].get(r.unit, 0) + 1
+    not_used: dict[str, int] = {}
+    for why in why_not.values():
+        not_used[why.split(":")[0]] = not_used.get(why.split(":")[0], 0) + 1
+    summary.update(accepted=len(accepted), used=len(chosen), refused=refused, not_used=not_used,
+                   trials=[r.trial_id for r in chosen])
+    return Replay(lines=lines, summary=summary)
+
+
+__all__ = ["Replay", "gather_replay", "lineage", "task_templates", "training_counts"]
