@@ -173,9 +173,10 @@ def test_a_terminal_bench_1_task_imports_and_runs(ctx: WorkspaceContext, tmp_pat
 
     (task,) = import_tasks(_tb1_task(tmp_path / "tb1"), tmp_path / "imported")
     spec = tomllib.loads((Path(task.path) / "task.toml").read_text())
-    assert spec["metadata"]["rsi"]["origin"].startswith("tb1:") and spec["verifier"]["environment_mode"] == "shared"
+    assert spec["metadata"]["rsi"]["origin"].startswith("tb1:") and "environment_mode" not in spec["verifier"]
     ok = run_job(ctx, RunRequest(paths=[Path(task.path)], agent="oracle")).trials[0]
-    assert ok.passed and ok.integrity == "shared", (ok.error_type, ok.error_message)
+    assert ok.passed and ok.integrity == "snapshot", (ok.error_type, ok.error_message)
+    assert ok.integrity in ctx.contract.grading.training_integrity  # an import's passes may feed training
     nop = run_job(ctx, RunRequest(paths=[Path(task.path)], agent="nop")).trials[0]
     assert not nop.passed and nop.reward == 0.0
 
@@ -248,6 +249,10 @@ def test_terminal_bench_2_1_shaped_tasks_pass_with_oracle_and_fail_with_nop_offl
     assert ok.passed, (ok.error_type, ok.error_message, _verifier_out(ok))
     if name == "kv-http-service":
         assert ok.integrity == "shared"  # asked for by name in its task.toml
+    else:  # graded at the snapshot level, so their passes count for training and promotion
+        assert ok.integrity == "snapshot"
+        g = ctx.contract.grading
+        assert ok.integrity in g.training_integrity and ok.integrity in g.promotion_integrity
     shim = _shim_record(ok)
     assert "from the PyPI uv wheel" in str(shim["uv"])
     _served_offline(shim, ["pytest-json-ctrf==0.3.5", "pytest==8.4.1"])
