@@ -297,7 +297,9 @@ def _generate(ctx: WorkspaceContext, job_id: str, req: DiscoverRequest, gens: li
     unit = contract.promotion.holdout_unit
     requests = plain_requests(req, gens, levels, contract.discovery.max_difficulty)
     if req.holdout_only:
-        covered = {_unit(t, unit) for t in pool if t.split == "holdout"}
+        # what the holdout had before this job (its own admissions left out, so a resume asks the same)
+        mine = {r.digest for r in store.task_rows() if r.discover_job == job_id}
+        covered = {_unit(t, unit) for t in pool if t.split == "holdout" and t.digest not in mine}
         aimed = holdout_requests(req, gens, levels, contract.discovery.max_difficulty, unit,
                                  contract.promotion.holdout_fraction, covered)
         if aimed == []:
