@@ -133,7 +133,9 @@ def test_contract_overreach_names_each_field() -> None:
 
 def test_near_duplicate_and_band_and_curriculum() -> None:
     pool = {"hello-file": "Create the file `/app/hello.txt` containing exactly the text `hello world`."}
-    name, score = nearest_duplicate("create the file /app/hello.txt containing exactly the text hello world", pool)
+    near = nearest_duplicate("create the file /app/hello.txt containing exactly the text hello world", pool)
+    assert near is not None
+    name, score = near
     assert name == "hello-file" and score > 0.95
     assert nearest_duplicate("Sum the second column of /app/x.csv", pool)[1] < 0.6  # type: ignore[index]
     assert [in_band(r, (0.0, 0.75)) for r in (0.0, 0.5, 0.75, 1.0)] == ["in", "in", "in", "above"]
