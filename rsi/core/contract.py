@@ -95,10 +95,16 @@ class Promotion(_Strict):
     # the unit of the split and of the paired test (clustered on it); a task without a template is its own unit
     holdout_unit: HoldoutUnit = "template"
     trials_per_task: int = Field(default=4, gt=0)
-    min_delta: float = 0.0
+    # a minimum effect on the holdout (mean per-unit pass-rate gain), on top of the significance gate
+    min_delta: float = Field(default=0.05, ge=0, le=1)
     alpha: float = Field(default=0.05, gt=0, lt=1)
     family_regression_ceiling: float = 0.1
     infra_error_ceiling: float = 0.05
+    # fixed task directories no generator wrote (relative to the workspace root), never training data:
+    # the candidate may not be worse than its parent there by more than suite_margin (one-sided test)
+    suites: list[str] = Field(default_factory=list)
+    suite_margin: float = Field(default=0.1, ge=0, le=1)
+    suite_trials_per_task: int = Field(default=2, gt=0)
 
 
 class AttributionRules(_Strict):

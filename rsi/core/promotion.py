@@ -16,6 +16,9 @@ measured, pass/fail) so a verdict can be printed and recorded as it is:
   With unit `task` every task is its own unit. The per-task figure (delta and p over tasks) is
   reported beside it, never gated on;
 - `family_regression`: no task family's pass rate drops by more than the ceiling;
+- `suite_noninferiority` (when the contract names `suites`): on fixed tasks no generator wrote, the
+  candidate is not worse than its parent by more than `suite_margin`: the gate fails when a one-sided
+  paired test over the suite's tasks shows the per-task difference below -margin (p < alpha);
 - `infra_errors`: the share of trials that ended on infra (per arm, the worse one) <= the ceiling.
 
 Statistics come from scipy (permutation_test, binomtest's Wilson interval); nothing hand-rolled.
@@ -97,6 +100,37 @@ class FamilyRates:
 
 
 @dataclass
+class SuiteRates:
+    """Parent and candidate on the fixed regression suites, with the non-inferiority test."""
+
+    tasks: int
+    parent: float  # pooled pass rate
+    candidate: float
+    delta: float  # mean per-task difference
+    margin: float
+    p_value: float | None  # one-sided: the candidate is worse than the parent by more than the margin
+
+    @property
+    def passed_rate(self) -> str:
+        return f"{100 * self.parent:.1f}% -> {100 * self.candidate:.1f}%"
+
+
+def suite_rates(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, TaskOutcome],
+                margin: float) -> SuiteRates:
+    """The suite's figures: pooled rates, the mean per-task difference, and p of a one-sided paired test
+    of "the candidate is below the parent by more than `margin`" (per-task differences shifted by it)."""
+    common = sorted(t for t in set(parent) & set(candidate) if parent[t].trials and candidate[t].trials)
+    p_rates = [parent[t].rate for t in common]
+    c_rates = [candidate[t].rate for t in common]
+    p_n, c_n = sum(parent[t].trials for t in common), sum(candidate[t].trials for t in common)
+    p_rate = sum(parent[t].passes for t in common) / p_n if p_n else 0.0
+    c_rate = sum(candidate[t].passes for t in common) / c_n if c_n else 0.0
+    delta = (sum(c_rates) - sum(p_rates)) / len(common) if common else 0.0
+    p = paired_p(p_rates, [c + margin for c in c_rates], alternative="less") if common else None
+    return SuiteRates(len(common), p_rate, c_rate, delta, margin, p)
+
+
+@dataclass
 class PromotionVerdict:
     gates: list[Gate]
     n_tasks: int
@@ -111,6 +145,7 @@ class PromotionVerdict:
     task_delta: float = 0.0  # per task: the mean per-task difference, every task weighing the same
     task_p_value: float | None = None  # per task: the paired test over tasks (not gated: tasks cluster)
     units: list[UnitRates] = field(default_factory=list)
+    suite: SuiteRates | None = None
 
     @property
     def passed(self) -> bool:
@@ -226,9 +261,11 @@ def figures(v: PromotionVerdict) -> list[str]:
 
 
 def evaluate(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, TaskOutcome], promotion: Promotion, *,
-             parent_major: int, candidate_major: int, contract_major: int) -> PromotionVerdict:
+             parent_major: int, candidate_major: int, contract_major: int,
+             suite: tuple[Mapping[str, TaskOutcome], Mapping[str, TaskOutcome]] | None = None) -> PromotionVerdict:
     """Every gate of the contract's `promotion` section over per-task outcomes of both arms; the paired test
-    and min_delta are taken over units (each TaskOutcome's `unit`, the task itself where it has none)."""
+    and min_delta are taken over units (each TaskOutcome's `unit`, the task itself where it has none).
+    `suite`: (parent, candidate) outcomes on the contract's regression suites, gated when it names any."""
     common = sorted(t for t in set(parent) & set(candidate) if parent[t].trials and candidate[t].trials)
     need = min_tasks(promotion.alpha)
     # outcomes without units (every task its own) are counted and labelled as tasks, whatever the contract says
@@ -275,11 +312,25 @@ def evaluate(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, TaskOutc
         return inf / tot if tot else 0.0
 
     infra = max(infra_share(parent), infra_share(candidate))
+    suite_out = None
+    if promotion.suites:
+        sp, sc = suite or ({}, {})
+        suite_out = suite_rates(sp, sc, promotion.suite_margin)
+        worse = suite_out.p_value is not None and suite_out.p_value < promotion.alpha
+        measured = ("n/a" if not suite_out.tasks else
+                    f"{suite_out.delta:+.3f} ({suite_out.passed_rate}), p = "
+                    + ("n/a" if suite_out.p_value is None else f"{suite_out.p_value:.4g}"))
+        threshold = f">= -{promotion.suite_margin:.3f} (one-sided p >= {promotion.alpha:g})"
+        gates.append(Gate("suite_noninferiority", threshold, measured, bool(suite_out.tasks) and not worse,
+                          f"{suite_out.tasks} suite tasks ({', '.join(promotion.suites)}); paired "
+                          f"{test_name(suite_out.tasks)} test that the candidate is below the parent by more "
+                          f"than the margin" if suite_out.tasks else "no suite task was measured in both arms"))
+        infra = max(infra, infra_share(sp), infra_share(sc))
     gates.append(Gate("infra_errors", f"<= {promotion.infra_error_ceiling:.3f}", f"{infra:.3f}",
                       infra <= promotion.infra_error_ceiling + 1e-12))
     return PromotionVerdict(gates=gates, n_tasks=len(common), min_tasks=need, parent_rate=p_rate,
                             candidate_rate=c_rate, delta=delta, p_value=p_value, families=families, unit=unit,
-                            n_units=n_units, task_delta=task_delta, task_p_value=task_p, units=units)
+                            n_units=n_units, task_delta=task_delta, task_p_value=task_p, units=units, suite=suite_out)
 
 
 def family_rates(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, TaskOutcome],
@@ -295,6 +346,6 @@ def family_rates(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, Task
     return [out[k] for k in sorted(out)]
 
 
-__all__ = ["FamilyRates", "Gate", "PromotionVerdict", "TaskOutcome", "UnitRates", "clustered", "evaluate",
-           "family_rates", "figures", "holdout_advice", "min_tasks", "paired_p", "test_name", "unit_rates", "unit_word",
-           "wilson"]
+__all__ = ["FamilyRates", "Gate", "PromotionVerdict", "SuiteRates", "TaskOutcome", "UnitRates", "clustered",
+           "evaluate", "family_rates", "figures", "holdout_advice", "min_tasks", "paired_p", "suite_rates", "test_name",
+           "unit_rates", "unit_word", "wilson"]

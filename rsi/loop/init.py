@@ -12,7 +12,7 @@ from rsi.core.errors import InputError
 from rsi.core.generation import BaseModelRef, GenerationManifest, GenerationState, HarnessRef, generation_id
 from rsi.core.settings import WorkspaceSettings
 from rsi.loop.context import WorkspaceContext, check_config, sync_generations
-from rsi.store.bundled import bundled_contract, bundled_harness_configs, bundled_tasks
+from rsi.store.bundled import bundled_contract, bundled_harness_configs, bundled_suites, bundled_tasks
 from rsi.store.files import load_harness_config, load_manifest, write_atomic, write_yaml_model
 from rsi.store.paths import SETTINGS_FILE, Workspace
 
@@ -66,6 +66,11 @@ def init_workspace(root: Path, *, starter_tasks: bool = True) -> GenerationManif
         for t in sorted(bundled_tasks().iterdir()):
             if (t / "task.toml").is_file():
                 shutil.copytree(t, ws.tasks_dir / t.name, ignore=shutil.ignore_patterns("__pycache__"))
+    suites = bundled_suites()
+    for suite in sorted(suites.iterdir()) if suites.is_dir() else []:
+        dest = root / "suites" / suite.name
+        if suite.is_dir() and not dest.exists() and suite.resolve() != dest:
+            shutil.copytree(suite, dest, ignore=shutil.ignore_patterns("__pycache__"))
     if not ws.settings_path.exists():
         write_atomic(ws.settings_path, yaml.safe_dump(WorkspaceSettings().model_dump(mode="json"), sort_keys=False))
     ctx = WorkspaceContext(ws)

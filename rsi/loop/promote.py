@@ -6,11 +6,13 @@
    task digest, generation and config digest are reused (never a discover job's gate or probe trials:
    the probe selected the tasks); the rest run as one child `run` job of the promote phase job
    (rsi.loop.stages.ChildJobs), so a killed promote resumes without re-paying a trial;
-3. **gates** (rsi.core.promotion): contract major, enough holdout units (templates, by the contract's
+3. **suites**: the same for the contract's regression suites (`promotion.suites`: fixed task directories
+   no generator wrote), `promotion.suite_trials_per_task` trials per task and generation;
+4. **gates** (rsi.core.promotion): contract major, enough holdout units (templates, by the contract's
    `promotion.holdout_unit`), min_delta, the paired test clustered on units, per-family regression,
-   infra errors. When the contract majors differ or there are too few holdout units, no trial is run:
-   the gates could not pass whatever they showed;
-4. **decision** (unless --dry-run): pass -> candidate `promoted`, parent `superseded`; fail -> candidate
+   non-inferiority on the suites, infra errors. When the contract majors differ or there are too few
+   holdout units, no trial is run: the gates could not pass whatever they showed;
+5. **decision** (unless --dry-run): pass -> candidate `promoted`, parent `superseded`; fail -> candidate
    `rejected`, the failing gates in the event's reason. Both manifests get the holdout figures as
    headline metrics and are rewritten under generations/ (atomic writes). The verdict is recorded in
    the promote job's params.
@@ -35,11 +37,13 @@ from rsi.loop.arms import ArmPlan, resolve_arms
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.run import Progress, new_job_id
 from rsi.loop.stages import ChildJobs, Stage
+from rsi.loop.suites import suite_tasks
 from rsi.sandbox.base import SandboxProvider
 from rsi.store.files import load_pool, write_yaml_model
 from rsi.store.tables import TrialRow
 
 STAGE = "holdout"
+SUITE_STAGE = "suite"
 
 
 @dataclass
@@ -138,9 +142,10 @@ def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | Non
         raise ConfigError(f"{cand.id} is {cand.state.value}, not a candidate; `rsi promote {cand.id} --dry-run` "
                           "evaluates it without changing anything")
     parent = ctx.generation(cand.parent)
-    k = contract.promotion.trials_per_task
+    k, k_suite = contract.promotion.trials_per_task, contract.promotion.suite_trials_per_task
     tasks = holdout_tasks(ctx)
-    digests = [t.digest for t in tasks]
+    held = {t.digest for t in tasks}
+    suite = [t for t in suite_tasks(ctx) if t.digest not in held]
     need = min_tasks(contract.promotion.alpha)
     majors_ok = _major(cand.contract) == _major(parent.contract) == contract.major
     skipped = None
@@ -170,17 +175,20 @@ def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | Non
         store.claim_job(job_id)
         reused = planned = 0
         cells: list[tuple[str, str, int]] = []
-        if skipped is None:
+        suite_cells: list[tuple[str, str, int]] = []
+        for group, want, out_cells in ((tasks, k, cells), (suite, k_suite, suite_cells)):
+            if skipped is not None:
+                break
             for p in plans:
-                for t in tasks:
+                for t in group:
                     have = [r for r in store.evidence_trials("promote", generation=p.arm.generation or "",
                                                              config_digest=p.arm.config_digest,
                                                              task_digests=[t.digest], agent=p.arm.agent)
                             if not is_infra(r.error_type)]
-                    reused += min(len(have), k)
-                    if len(have) < k:
-                        cells.append((t.name, p.arm.id, k - len(have)))
-                        planned += k - len(have)
+                    reused += min(len(have), want)
+                    if len(have) < want:
+                        out_cells.append((t.name, p.arm.id, want - len(have)))
+                        planned += want - len(have)
         runner = ChildJobs(ctx, job_id, phase="promote", budget=None, concurrency=req.concurrency,
                            progress_for=lambda _k: progress or Progress(),
                            resume_hint=f"resume with `rsi promote {cand.id} --resume {job_id}`", provider=provider)
@@ -188,17 +196,25 @@ def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | Non
         if skipped is None:
             stage = Stage(STAGE, plans, cells, [Path(t.path) for t in tasks], part="holdout")
             stop = runner.run(stage).stop
+            if stop is None and suite:
+                stop = runner.run(Stage(SUITE_STAGE, plans, suite_cells, [Path(t.path) for t in suite],
+                                        part="suite")).stop
         own = [r for j in runner.children() for r in store.trials(j.id)]
-        arms_out = []
+        arms_out: list[dict[str, TaskOutcome]] = []
+        suite_out: list[dict[str, TaskOutcome]] = []
+        allowed: list[str] = list(contract.grading.promotion_integrity)
         for p in plans:
-            rows = store.evidence_trials("promote", generation=p.arm.generation or "",
-                                         config_digest=p.arm.config_digest, task_digests=digests,
-                                         agent=p.arm.agent) if skipped is None else []
             mine = [r for r in own if r.arm_id == p.arm.id]
-            arms_out.append(_outcomes(rows, mine, tasks, k, list(contract.grading.promotion_integrity),
-                                      contract.promotion.holdout_unit))
+            parts: tuple[tuple[list[Task], int, HoldoutUnit, list[dict[str, TaskOutcome]]], ...] = (
+                (tasks, k, contract.promotion.holdout_unit, arms_out), (suite, k_suite, "task", suite_out))
+            for group, want, unit, into in parts:
+                rows = store.evidence_trials("promote", generation=p.arm.generation or "",
+                                             config_digest=p.arm.config_digest, task_digests=[t.digest for t in group],
+                                             agent=p.arm.agent) if skipped is None and group else []
+                into.append(_outcomes(rows, mine, group, want, allowed, unit))
         verdict = evaluate(arms_out[0], arms_out[1], contract.promotion, parent_major=_major(parent.contract),
-                           candidate_major=_major(cand.contract), contract_major=contract.major)
+                           candidate_major=_major(cand.contract), contract_major=contract.major,
+                           suite=(suite_out[0], suite_out[1]))
         if skipped is not None and majors_ok:  # nothing measured: the advice counts the units the holdout has
             verdict.gates = [_units_gate(g, len(holdout_units(ctx, tasks)), len(tasks), need, _label(ctx, tasks))
                              for g in verdict.gates]
@@ -249,6 +265,13 @@ def _headline(v: PromotionVerdict, which: str) -> dict[str, float]:
             out["holdout_p"] = round(v.p_value, 6)
         if v.task_p_value is not None:
             out["holdout_task_p"] = round(v.task_p_value, 6)
+    if v.suite is not None and v.suite.tasks:
+        out["suite_pass_rate"] = round(v.suite.candidate if which == "candidate" else v.suite.parent, 4)
+        out["suite_tasks"] = float(v.suite.tasks)
+        if which == "candidate":
+            out["suite_delta"] = round(v.suite.delta, 4)
+            if v.suite.p_value is not None:
+                out["suite_p"] = round(v.suite.p_value, 6)
     return out
 
 

@@ -30,6 +30,7 @@ from rsi.core.generation import AdapterRef, GenerationManifest, GenerationState,
 from rsi.core.harness_config import HarnessConfig
 from rsi.core.training import OBJECTIVES, TrainSettings, select
 from rsi.loop.context import WorkspaceContext
+from rsi.loop.suites import suite_digests
 from rsi.loop.update_data import ConfigGate, LoadedTrial, dataset_line, load_trial
 from rsi.loop.update_replay import gather_replay, task_templates
 from rsi.store.files import write_yaml_model
@@ -162,10 +163,12 @@ def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
 
     loaded: dict[str, LoadedTrial] = {}
     refusals: dict[str, str] = {}
+    suites = suite_digests(ctx)
     for row in store.outcomes("update", generation=gen.id, agent="harness"):
         if jobs is not None and row.job_id not in jobs:
             continue
-        why = gate.refusal(row)
+        why = gate.refusal(row) if row.task_digest not in suites else \
+            "suite task: the regression suites (promotion.suites) are never training data"
         got: LoadedTrial | str = why if why is not None else load_trial(row, ctx.ws.root, max_turns,
                                                                         template=templates.get(row.task_digest))
         if isinstance(got, str):

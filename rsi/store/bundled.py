@@ -1,4 +1,4 @@
-"""Where the files rsi ships live: the contract, the default harness config, the starter tasks.
+"""Where the files rsi ships live: the contract, the default harness config, the starter tasks, the suites.
 
 The repository is itself a workspace; `rsi init` copies its contract, harness configs and
 starter tasks from the source tree rsi is installed from (`pip install -e .`).
@@ -33,3 +33,8 @@ def bundled_harness_configs() -> Path:
 
 def bundled_tasks() -> Path:
     return bundled_root() / "tasks"
+
+
+def bundled_suites() -> Path:
+    """Fixed task sets no generator wrote (`suites/<name>/`), which `rsi init` copies into a workspace."""
+    return bundled_root() / "suites"

@@ -54,16 +54,38 @@ class SameAgent:
         return as_harness(agent.run(sandbox, ctx), ctx)
 
 
+class ForgetsAgent:
+    """gen-0001 wins the holdout as `better` does, but fails every suite task gen-0000 solves."""
+
+    name = "forgets"
+
+    def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentOutcome:
+        if ctx.task.name.startswith("s") and ctx.generation is not None:
+            agent = NopAgent() if ctx.generation.id == "gen-0001" else OracleAgent()
+            return as_harness(agent.run(sandbox, ctx), ctx)
+        return BetterAgent().run(sandbox, ctx)
+
+
 def holdout_task(root: Path, name: str, family: str = "fam") -> None:
     d = make_task(root, name, family=family)
     toml = (d / "task.toml").read_text().replace("difficulty = 1\n", 'difficulty = 1\nsplit = "holdout"\n')
     (d / "task.toml").write_text(toml)
 
 
+def set_suites(ctx: WorkspaceContext, suites: list[str]) -> None:
+    contract = ctx.contract_path
+    text = contract.read_text()
+    assert "suites: [suites/starter]" in text
+    contract.write_text(text.replace("suites: [suites/starter]", f"suites: {suites}"))
+
+
 @pytest.fixture
 def ws(workspace: WorkspaceContext) -> Iterator[WorkspaceContext]:
+    """Six holdout tasks, no regression suite (tests of the suite gate add their own)."""
     AGENTS.add("better", BetterAgent)
     AGENTS.add("same", SameAgent)
+    AGENTS.add("forgets", ForgetsAgent)
+    set_suites(workspace, [])
     for i in range(6):
         holdout_task(workspace.ws.tasks_dir, f"h{i}", family="a" if i % 2 else "b")
     make_task(workspace.ws.tasks_dir, "train0")
@@ -173,3 +195,42 @@ def test_cli_lineage_tree_and_rollback(ws: WorkspaceContext, provider: FakeSandb
     assert "current generation: gen-0000" in r.output and "gen-0001: promoted -> rejected" in r.output
     r = runner.invoke(app, ["-w", root, "promote", "gen-0001"])
     assert r.exit_code == 2 and "not a candidate" in r.output
+
+
+def _suite(ws: WorkspaceContext, n: int = 6) -> None:
+    for i in range(n):
+        make_task(ws.ws.root / "suites" / "mini", f"s{i}", family="suite")
+    ws.contract_path.write_text(ws.contract_path.read_text().replace("suites: []", "suites: [suites/mini]"))
+
+
+def test_a_candidate_that_forgets_the_suite_is_rejected_on_it(ws: WorkspaceContext,
+                                                              provider: FakeSandboxProvider) -> None:
+    _suite(ws)
+    out = promote(ws, PromoteRequest("gen-0001", agent="forgets"), provider=provider)
+    gates = {g.name: g for g in out.verdict.gates}
+    assert gates["significance"].passed and gates["min_delta"].passed  # the holdout alone would promote it
+    assert not gates["suite_noninferiority"].passed, gates["suite_noninferiority"]
+    assert out.verdict.suite is not None and out.verdict.suite.parent == 1.0 and out.verdict.suite.candidate == 0.0
+    assert _state(ws, "gen-0001") == "rejected"
+    assert out.trials["planned"] == 2 * 6 * 4 + 2 * 6 * 2  # suite_trials_per_task = 2
+
+
+def test_a_candidate_that_keeps_the_suite_passes_its_gate_and_suite_trials_are_reused(
+        ws: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    _suite(ws)
+    out = promote(ws, PromoteRequest("gen-0001", dry_run=True, agent="better"), provider=provider)
+    gates = {g.name: g for g in out.verdict.gates}
+    assert gates["suite_noninferiority"].passed, gates["suite_noninferiority"]
+    assert out.verdict.passed
+    again = promote(ws, PromoteRequest("gen-0001", dry_run=True, agent="better"), provider=provider)
+    assert again.trials["planned"] == 0 and again.trials["reused"] == 2 * 6 * 4 + 2 * 6 * 2
+
+
+def test_a_missing_suite_is_an_error_naming_the_contract_field(ws: WorkspaceContext,
+                                                               provider: FakeSandboxProvider) -> None:
+    from rsi.core.errors import InputError
+
+    ws.contract_path.write_text(ws.contract_path.read_text().replace("suites: []", "suites: [suites/nope]"))
+    with pytest.raises(InputError) as e:
+        promote(ws, PromoteRequest("gen-0001", dry_run=True, agent="better"), provider=provider)
+    assert e.value.field == "promotion.suites[0]" and "hcp-1.0.yaml" in str(e.value.file)

@@ -1,0 +1,30 @@
+#!/bin/bash
+# Verifier for append-line: /app/notes.txt has its two lines plus 'third line'
+# Checks content with python3 only and always writes /logs/verifier/reward.txt (1 or 0).
+mkdir -p /logs/verifier
+if python3 - <<'PY'
+import sys
+from pathlib import Path
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+def read(path):
+    p = Path(path)
+    if not p.is_file():
+        fail(f"{path} does not exist or is not a regular file")
+    return p.read_text(errors="replace")
+
+lines = read("/app/notes.txt").splitlines()
+want = ["first line", "second line", "third line"]
+if lines != want:
+    fail(f"/app/notes.txt lines are {lines!r}, expected {want!r}")
+
+print("PASS")
+PY
+then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi

@@ -1,0 +1,29 @@
+#!/bin/bash
+# Verifier for csv-max: /app/answer.txt names the most populous city in /app/cities.csv
+# Checks content with python3 only and always writes /logs/verifier/reward.txt (1 or 0).
+mkdir -p /logs/verifier
+if python3 - <<'PY'
+import sys
+from pathlib import Path
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+def read(path):
+    p = Path(path)
+    if not p.is_file():
+        fail(f"{path} does not exist or is not a regular file")
+    return p.read_text(errors="replace")
+
+text = read("/app/answer.txt").strip()
+if text != "Madrid":
+    fail(f"/app/answer.txt holds {text!r}, expected the most populous city")
+
+print("PASS")
+PY
+then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi

@@ -1,0 +1,4 @@
+import sys
+
+name = sys.argv[1] if len(sys.argv) > 1 else "World"
+print("Hello, " + name + "!"

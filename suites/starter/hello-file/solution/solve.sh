@@ -1,0 +1,4 @@
+#!/bin/bash
+set -e
+cd /app
+echo "hello world" > /app/hello.txt

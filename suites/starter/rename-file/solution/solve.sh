@@ -1,0 +1,4 @@
+#!/bin/bash
+set -e
+cd /app
+mv /app/draft.txt /app/final.txt

@@ -1,0 +1,4 @@
+#!/bin/bash
+set -e
+cd /app
+tr 'a-z' 'A-Z' < /app/input.txt > /app/output.txt
