@@ -19,6 +19,7 @@ from rsi.report.jobs import integrity_text
 
 if TYPE_CHECKING:
     from rsi.loop.cycle import CycleOutcome
+    from rsi.loop.cycles import CyclesOutcome
 
 
 def register(app: typer.Typer) -> None:
@@ -84,17 +85,55 @@ def summary(out: CycleOutcome) -> Table:
                   f"p {_fmt(p.get('p_value'))} (per task {_fmt(p.get('task_p_value'))}): "
                   if p.get("unit") not in (None, "task") else
                   f"on {p.get('holdout_tasks')} task(s), p {_fmt(p.get('p_value'))}: ")
+               + (f"suite {_fmt(p.get('suite_parent_rate'), True)} -> {_fmt(p.get('suite_candidate_rate'), True)} "
+                  f"(p {_fmt(p.get('suite_p_value'))}): " if p.get("suite_tasks") else "")
                + ("[green]promoted[/]" if p.get("passed") else
                   f"[red]rejected[/] ({', '.join(p.get('failing') or [])})")
                + (f"; {p['skipped']}" if p.get("skipped") else "")) if p else "-")
     return t
 
 
-def _run(wctx: Any, req: Any, json_out: bool) -> CycleOutcome:
-    from rsi.loop.cycle import cycle as run_cycle
+def _run(wctx: Any, req: Any, json_out: bool, cycles: int = 1) -> CyclesOutcome:
+    from rsi.loop.cycles import run_cycles
 
+    if cycles < 1:
+        from rsi.core.errors import InputError
+
+        raise InputError("--cycles", None, f"must be at least 1 (got {cycles})")
     with progress(json_out) as bars:
-        return run_cycle(wctx, req, _Hooks(bars, json_out))
+        return run_cycles(wctx, req, cycles, _Hooks(bars, json_out))
+
+
+def generations_table(res: CyclesOutcome) -> Table:
+    """Per cycle: parent -> candidate on the template-disjoint holdout, the suite, and in-template."""
+    def pair(x: tuple[float | None, float | None]) -> str:
+        return f"{_fmt(x[0], True)} -> {_fmt(x[1], True)}"
+
+    t = Table(title="generations (each cycle: parent -> candidate)", title_justify="left")
+    for c in ("cycle", "parent -> candidate", "holdout (templates never trained on)", "suite (no generator)",
+              "in-template (parent)", "promote trials reused", "verdict"):
+        t.add_column(c)
+    for i, r in enumerate(res.rows, 1):
+        t.add_row(str(i), f"{r.parent} -> {r.candidate or '-'}",
+                  f"{pair(r.holdout)}, p {_fmt(r.holdout_p)} ({r.holdout_units} units)",
+                  f"{pair(r.suite)}, p {_fmt(r.suite_p)}", _fmt(r.in_template, True), str(r.reused),
+                  r.verdict or (r.stopped or "-"))
+    return t
+
+
+def _report_all(wctx: Any, res: CyclesOutcome, json_out: bool, html: bool) -> CycleOutcome:
+    """Each cycle's report (the last one's in full), then the per-generation table; returns the last cycle."""
+    if json_out and len(res.outcomes) > 1:
+        print_json(res.as_json())
+        return res.outcomes[-1]
+    for out in res.outcomes[:-1]:
+        console.print(summary(out))
+    _report(wctx, res.outcomes[-1], json_out, html)
+    if not json_out:
+        console.print(generations_table(res))
+        if res.ended:
+            console.print(f"[yellow]{res.ended}[/]", highlight=False, soft_wrap=True)
+    return res.outcomes[-1]
 
 
 def _report(wctx: Any, out: CycleOutcome, json_out: bool, html: bool) -> Path | None:
@@ -163,10 +202,13 @@ def cycle(
     seed: Annotated[int | None, typer.Option(
         "--seed", help="Discover's base seed (default: above every earlier discover or cycle seed in this "
                        "workspace, so each cycle draws new candidates).")] = None,
+    cycles: Annotated[int, typer.Option("--cycles", help="Cycles to run, each on the generation the one before "
+                                        "promoted (a cycle that promotes nothing ends the run); the budget is "
+                                        "per cycle.")] = 1,
     html: Annotated[bool, typer.Option("--html/--no-html", help="Write the HTML diff report.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
-    """Run discover -> expand -> update -> promote once for the current generation, under one budget."""
+    """Run discover -> expand -> update -> promote for the current generation, under one budget per cycle."""
     from rsi.loop.cycle import CycleRequest
 
     with errors():
@@ -175,8 +217,7 @@ def cycle(
                            levels=list(level or []), attempts=attempts,
                            expand_attempts=expand_attempts, proposals=proposals, backend=backend,
                            command=command, steps=steps, concurrency=concurrency, seed=seed)
-        out = _run(wctx, req, json_out)
-        _report(wctx, out, json_out, html)
+        out = _report_all(wctx, _run(wctx, req, json_out, cycles), json_out, html)
     _exit(out, wctx.ws.root, json_out)
 
 
@@ -191,7 +232,9 @@ def _clear(directory: Path, created: bool) -> None:
 
 def demo(
     directory: Annotated[Path, typer.Option("--dir", help="The fresh workspace to create.")] = Path("rsi-demo"),
-    budget: Annotated[float, typer.Option("--budget", help="Trials for the cycle, all phases.")] = 260,
+    budget: Annotated[float, typer.Option("--budget", help="Trials per cycle, all phases.")] = 324,
+    cycles: Annotated[int, typer.Option("--cycles", help="Cycles to run, each on the generation the one before "
+                                        "promoted.")] = 1,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """One cycle on a fresh workspace with the embedded model, sized for a 2-core machine; writes the HTML report."""
@@ -219,8 +262,7 @@ def demo(
             raise
         if not json_out:
             err_console.print(f"demo workspace: {directory.resolve()}", highlight=False)
-        out = _run(wctx, req, json_out)
-        _report(wctx, out, json_out, html=True)
+        out = _report_all(wctx, _run(wctx, req, json_out, cycles), json_out, html=True)
     if not json_out and not out.stopped:
         console.print(f"demo wall time: {time.monotonic() - t0:.0f} s; continue with "
                       f"`rsi -w {directory} cycle`", highlight=False)

@@ -6,10 +6,11 @@ A phase job's id is recorded as soon as the phase has created it (found by kind,
 start time; the first child stage's progress hook records it), so `rsi cycle --resume CYCLE` after a
 kill skips finished phases and continues the unfinished one with that phase's own resume.
 
-Budget (trials): promote must measure every holdout task K times for both generations or the gates
-cannot pass, so its need, 2 x K x the holdout tasks, is set aside first (when the holdout has fewer
-units, templates by default, than the paired test's minimum, discover tops it up with holdout tasks of
-templates it lacks to that minimum plus one spare, and promote's share counts those); what is left is
+Budget (trials): promote must measure every holdout task K times (and every suite task
+`suite_trials_per_task` times) for both generations or the gates cannot pass, so its need is set aside
+first (when the holdout has fewer units, templates by default, than the paired test's minimum, discover
+tops it up with holdout tasks of templates it lacks to that minimum plus one spare, and promote's share
+counts those); what is left is
 split discover 40% / expand 60% (`discover_share`). Update runs no trials.
 The split is stored with the job, so a resume keeps it.
 
@@ -36,6 +37,7 @@ from rsi.loop.generators import GENERATORS, load_generators
 from rsi.loop.hooks import CycleHooks, DiscoverHooks, ExpandHooks, Progress
 from rsi.loop.promote import PromoteRequest, holdout_tasks, holdout_units, promote
 from rsi.loop.run import new_job_id
+from rsi.loop.suites import suite_tasks
 from rsi.loop.update import UpdateFailed, UpdateRequest, run_update
 from rsi.sandbox.base import SandboxProvider
 
@@ -110,11 +112,16 @@ def plan_split(ctx: WorkspaceContext, budget: float, discover_share: float = DIS
     # missing unit: promote pays for those
     holdout = tasks if units >= need and (holdout_target is None or units >= holdout_target) \
         else tasks + max(0, holdout_goal(ctx, holdout_target) - units)
-    prom = float(2 * p.trials_per_task * holdout)
+    try:
+        suite = len(suite_tasks(ctx))
+    except InputError:
+        suite = 0  # promote names the missing suite
+    prom = float(2 * p.trials_per_task * holdout + 2 * p.suite_trials_per_task * suite)
     rest = budget - prom
     if rest < 2:
         raise InputError("--budget", None, f"{budget:g} trials cannot cover promote's {prom:g} (2 generations x "
-                                           f"{p.trials_per_task} trials x {holdout} holdout tasks) and leave any "
+                                           f"({p.trials_per_task} trials x {holdout} holdout tasks + "
+                                           f"{p.suite_trials_per_task} x {suite} suite tasks)) and leave any "
                                            f"for discover and expand; the minimum that works is {prom + 2:g}")
     disc = float(max(1, int(rest * discover_share)))
     return {"discover": disc, "expand": rest - disc, "update": 0.0, "promote": prom}
@@ -302,7 +309,12 @@ class _Cycle:
     def replan_promote(self) -> None:
         """Promote measures every holdout task discover left (its band decides, not the plan): when that
         costs more than promote's share, the difference comes out of expand's, so the total holds."""
-        need = float(2 * self.ctx.contract.promotion.trials_per_task * len(holdout_tasks(self.ctx)))
+        promo = self.ctx.contract.promotion
+        try:
+            suite = len(suite_tasks(self.ctx))
+        except InputError:
+            suite = 0  # promote names the missing suite
+        need = float(2 * promo.trials_per_task * len(holdout_tasks(self.ctx)) + 2 * promo.suite_trials_per_task * suite)
         if need <= self.split["promote"]:
             return
         more = need - self.split["promote"]
@@ -363,7 +375,11 @@ class _Cycle:
                     passed=v.passed, parent_rate=v.parent_rate, candidate_rate=v.candidate_rate, delta=v.delta,
                     p_value=v.p_value, holdout_tasks=v.n_tasks, holdout_units=v.n_units, unit=v.unit,
                     task_delta=v.task_delta, task_p_value=v.task_p_value, skipped=out.skipped, reason=out.interrupted,
-                    failing=[g.name for g in v.failing])
+                    failing=[g.name for g in v.failing], parent=out.parent,
+                    suite_tasks=v.suite.tasks if v.suite else 0,
+                    suite_parent_rate=v.suite.parent if v.suite else None,
+                    suite_candidate_rate=v.suite.candidate if v.suite else None,
+                    suite_p_value=v.suite.p_value if v.suite else None)
         return f"promote stopped: {out.interrupted}" if out.interrupted else None
 
 

@@ -42,6 +42,8 @@ def ctx(tmp_path: Path) -> Iterator[WorkspaceContext]:
             make_task(root / "tasks", name)
         for i in range(6):
             holdout_task(root / "tasks", f"h{i}", family="a" if i % 2 else "b")
+        contract = root / "contracts" / "hcp-1.0.yaml"  # the fake sandbox cannot run the starter suite
+        contract.write_text(contract.read_text().replace("suites: [suites/starter]", "suites: []"))
         c = WorkspaceContext.open(root)
         yield c
         c.store.close()
@@ -231,3 +233,27 @@ def test_each_cycle_draws_new_candidates_by_default(ctx: WorkspaceContext) -> No
     assert [ctx.store.get_job(j).params["seed"] for j in (first, second, pinned)] == [0, 1, 7]
     job = ctx.store.get_job(second)
     assert _Cycle(ctx, CycleRequest(), Recorder(), second, str(job.generation), job.params["split"]).seed == 1
+
+
+def test_cycles_compound_until_a_candidate_is_not_promoted(ctx: WorkspaceContext, provider: FakeSandboxProvider,
+                                                           tmp_path: Path) -> None:
+    """gen-0001 beats gen-0000 (BetterAgent) and becomes the next parent; gen-0002 is no better than
+    gen-0001, is rejected, and the run ends there with the reason instead of running cycle 3."""
+    from rich.console import Console
+
+    from rsi.cli.cycle import generations_table
+    from rsi.loop.cycles import run_cycles
+
+    res = run_cycles(ctx, _req(provider, tmp_path), 3, Recorder())
+    assert [r.parent for r in res.rows] == ["gen-0000", "gen-0001"]
+    assert [r.verdict for r in res.rows] == ["promoted", "rejected"]
+    assert res.ended is not None and "cycle 2 of 3" in res.ended and "gen-0002 was rejected" in res.ended
+    first, second = res.rows
+    assert first.holdout[0] is not None and first.holdout[1] is not None and first.holdout[1] > first.holdout[0]
+    assert first.in_template is not None  # expand's baseline on the train split
+    assert second.reused > 0  # gen-0001's holdout trials from cycle 1 were measured once, reused in cycle 2
+    con = Console(width=200, record=True)
+    con.print(generations_table(res))
+    text = con.export_text()
+    assert "gen-0000 -> gen-0001" in text and "gen-0001 -> gen-0002" in text and "rejected" in text
+    assert json.loads(json.dumps(res.as_json()))["generations"][1]["verdict"] == "rejected"
