@@ -63,6 +63,11 @@ def update(
         t.add_row("trajectories", f"{s['usable']} usable, {s['accepted']} accepted, {s['excluded']} excluded")
         t.add_row("refused (train/serve mismatch etc.)", ", ".join(f"{k} {v}" for k, v in o.refused.items()) or "none")
         t.add_row("groups", f"{s['groups_with_signal']}/{s['groups']} with policy-gradient signal")
+        v = s.get("validation") or {}
+        t.add_row("templates", f"{s.get('templates', 0)} trained on, {s.get('capped', 0)} trajectories over the "
+                               f"per-template cap; replayed {o.replay.get('used', 0)} from earlier generations")
+        t.add_row("validation slice", f"{v.get('accepted', 0)} accepted of {', '.join(v.get('templates') or [])}"
+                  if v.get("templates") else f"none ({v.get('note', '-')})")
         t.add_row("dataset", f"{o.dataset['path']} (sha256 {o.dataset['digest'][:12]})")
         tr = o.training
         if tr:
@@ -70,6 +75,14 @@ def update(
                                   f"{tr.get('loss_last', '-')}, {tr.get('wall_sec', '-')} s")
             if "logprob_before" in tr:
                 t.add_row("mean logprob (accepted)", f"{tr['logprob_before']:.4f} -> {tr['logprob_after']:.4f}")
+            if tr.get("kl_coef"):
+                t.add_row("KL to the parent", f"coef {tr['kl_coef']:g} ({tr.get('kl_reference')}), "
+                                              f"last step {tr.get('kl_last')}")
+            tv = tr.get("validation") or {}
+            if tv.get("curve"):
+                stop = f", stopped at step {tv['stopped_at']}" if tv.get("stopped_at") is not None else ""
+                kept = f", kept step {tv['restored_step']}" if tv.get("restored_step") is not None else ""
+                t.add_row("validation logprob", " ".join(f"{st}:{val:.3f}" for st, val in tv["curve"]) + stop + kept)
         if o.adapter:
             a = o.adapter
             t.add_row("adapter", f"{a['serve_name']} at {a['path']} "

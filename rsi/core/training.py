@@ -72,7 +72,7 @@ class TrainSettings(BaseModel):
     # the validation slice: measured every N steps on at most M of its completions; training stops after
     # `validation_patience` measurements in a row below the best by more than `validation_tolerance`
     validation_every: int = Field(default=8, gt=0)
-    validation_max_samples: int = Field(default=6, gt=0)
+    validation_max_samples: int = Field(default=4, gt=0)
     validation_patience: int = Field(default=2, gt=0)
     validation_tolerance: float = Field(default=0.01, ge=0)
     lineage: str = "agent"  # the adapter's name in a manifest; serve names are <lineage>-g<N>-<sha8>
