@@ -197,9 +197,14 @@ def test_mismatched_config_is_refused_with_the_reason(ctx: WorkspaceContext) -> 
     # a config that differs only by name (expand's adopted copy) is the same behaviour: accepted
     renamed = base.model_copy(update={"name": "default-adopted"})
     add_trials(ctx, [T("gamma", 0, 1.0, config_digest=ctx.register_config(renamed))], job_id="job-upd-3")
-    sel = run_update(UpdateRequest(backend="export"), ctx.ws.root).selection
+    out = run_update(UpdateRequest(backend="export"), ctx.ws.root)
+    sel = out.selection
     # gamma's template (the task itself: it has none) is in the validation slice: measured, not trained on
     assert (sel["accepted"], sel["validation"]["accepted"], sel["validation"]["templates"]) == (1, 1, ["task:gamma"])
+    lines = [json.loads(x) for x in Path(out.dataset["path"]).read_text().splitlines()]
+    assert [ln["provenance"]["task"] for ln in lines if ln.get("validation")] == ["gamma"]
+    export = (Path(out.dataset["path"]).parent / "openai_finetune.jsonl").read_text().splitlines()
+    assert len(export) == 1 and "gamma" not in export[0]  # nor does another trainer get it
 
 
 ADAPTER_SCRIPT = r'''
