@@ -4,9 +4,10 @@ It solves a task only when the harness config it is driven by has the values the
 read from the request itself: `temperature` (the request's), `turns` (from "You have N turns" in
 the system prompt), `variant` ("B" when the system prompt says `Variant B`, else "A") and
 `few_shot` (whether a few-shot example, marked EXAMPLE, is in the messages). A task is named by
-"Task <name>:" in the first user message; its rule is a dict of those keys (empty: any config
-solves it; None: nothing does). Solving = writing `ok` to /app/out.txt (the taskgen tasks' check);
-otherwise it writes `no`. After one command it answers DONE. Used by benchmarks/search_efficiency.py
+"Task <name>:" in the last user message that has one (demonstrations of other tasks come before
+it); its rule is a dict of those keys (empty: any config solves it; None: nothing does). Solving =
+writing `ok` to /app/out.txt (the taskgen tasks' check); otherwise it writes `no`. After one
+command it answers DONE. Used by benchmarks/search_efficiency.py
 and the expand tests.
 """
 
@@ -73,7 +74,9 @@ class Policy:
             return 200, "DONE"
         users = [str(m.get("content") or "") for m in msgs if m.get("role") == "user" and "EXAMPLE" not in
                  str(m.get("content") or "")]
-        name = next((m.group(1) for u in users if (m := _TASK.search(u))), None)
+        # the task's own instruction is the last user message that names one (few-shot demonstrations,
+        # drawn from other tasks' trajectories, come before it)
+        name = next((m.group(1) for u in reversed(users) if (m := _TASK.search(u))), None)
         ok = name is not None and satisfied(self.rules.get(name), seen_config(body))
         return 200, SOLVE if ok else FAIL
 

@@ -46,6 +46,9 @@ def expand(
     seed: Annotated[int, typer.Option("--seed")] = 0,
     attempts: Annotated[int, typer.Option("--attempts", "-k", help="Baseline attempts per task.")] = 2,
     proposals: Annotated[int, typer.Option("--proposals", help="Reflective proposals to ask for.")] = 2,
+    fewshot: Annotated[int, typer.Option("--fewshot", help="Demonstrations per few-shot candidate, drawn from this "
+                                         "generation's passing train trajectories.")] = 2,
+    no_fewshot: Annotated[bool, typer.Option("--no-fewshot", help="No few-shot candidates.")] = False,
     concurrency: Annotated[int, typer.Option("--concurrency", "-n")] = 2,
     candidate: Annotated[list[str] | None, typer.Option(
         "--candidate", "-c", help="A config patch to try as well (repeatable): a YAML file or inline YAML of dotted "
@@ -61,7 +64,7 @@ def expand(
         wctx = open_context(ctx)
         req = ExpandRequest(budget=budget, unit=unit, generation=gen, tasks=tasks, strategy=strategy, seed=seed,
                             attempts=attempts, proposals=proposals, concurrency=concurrency, resume=resume,
-                            candidates=list(candidate or []))
+                            candidates=list(candidate or []), fewshot=0 if no_fewshot else fewshot)
         with progress(as_json) as p:
             out = run_expand(wctx, req, _Hooks(p, as_json))
         if as_json:

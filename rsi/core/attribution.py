@@ -8,10 +8,15 @@ back, or None when the evidence decides nothing yet. The rules, in order:
   nothing was learnt; such trials are re-run and never count towards a rate;
 - `task`: every baseline trial ended on a `verifier_error` (the verifier could not set itself up), nop
   passes, or the oracle fails (every run) or flips (passes and fails across re-runs);
-- `config`: some variant within the contract passed with the same model (the best one is named);
-- `model`: the oracle passed every re-run and every variant tried failed; the confidence grows
+- `config`: some variant within the contract passed with the same model, confirmed: at least
+  CONFIG_PASSES (2) passes on the task, or fewer passes that a one-sided Fisher exact test (scipy)
+  still sets apart from the baseline's failures at p < CONFIG_ALPHA (one lucky sample is never
+  enough; the best confirmed variant is named);
+- `model`: the oracle passed every re-run and no variant tried is confirmed; the confidence grows
   with how many variants were tried (`config_probes` of them reach full weight), and is lower while
-  fewer oracle re-runs than the contract asks (`oracle_runs`) are in.
+  fewer oracle re-runs than the contract asks (`oracle_runs`) are in. A variant that passed once,
+  unconfirmed, is named in the reason and caps the confidence at 0.3: the search gives it another
+  attempt (rsi.core.search), after which the verdict is revised.
 
 `plan_controls` orders the oracle and nop runs behind these rules by what they tell, so that a tight
 budget buys the decisive ones first.
@@ -24,6 +29,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 KINDS = ("model", "task", "config", "infra")
+CONFIG_PASSES = 2  # passes of one variant on the task that make a `config` verdict
+CONFIG_ALPHA = 0.05  # ... or a one-sided Fisher exact test against the baseline's attempts below this
+
+
+def confirmed(passes: int, attempts: int, base_attempts: int) -> bool:
+    """Whether a variant's `passes` of `attempts` on a task the baseline failed `base_attempts` times
+    is a fix beyond one lucky sample: CONFIG_PASSES passes, or a one-sided Fisher exact test (the
+    variant's pass rate above the baseline's 0) at p < CONFIG_ALPHA."""
+    if passes >= CONFIG_PASSES:
+        return True
+    if passes <= 0:
+        return False
+    from scipy.stats import fisher_exact
+
+    res = fisher_exact([[passes, attempts - passes], [0, base_attempts]], alternative="greater")
+    return float(res.pvalue) < CONFIG_ALPHA
 
 
 @dataclass(frozen=True)
@@ -91,13 +112,14 @@ def attribute(
         w = wins.setdefault(key, [0, 0])
         w[0] += int(e.passed)
         w[1] += 1
-    solved = {k: v for k, v in wins.items() if v[0] > 0}
+    solved = {k: v for k, v in wins.items() if confirmed(v[0], v[1], len(base))}
     if solved:
         best = max(sorted(solved), key=lambda k: (solved[k][0] / solved[k][1], solved[k][0]))
         p, n = solved[best]
         return Verdict("config", round(0.5 + 0.5 * p / n, 3),
                        f"variant {best} passes {p} of {n} attempt(s) where the baseline passed 0 of {len(base)}",
                        ids, variant=best)
+    lucky = sorted(k for k, v in wins.items() if v[0] > 0)
     if not orc:
         if oracle:
             return Verdict("infra", 1.0, "every oracle re-run ended on an infra error; re-run", ids)
@@ -107,10 +129,18 @@ def attribute(
     short = len(orc) < oracle_runs
     if short:  # a flip across re-runs (a flaky task) cannot be ruled out yet
         conf *= 0.85
+    if lucky:  # passed once: not yet evidence either way
+        conf = min(conf, 0.3)
+        k = lucky[0]
+        tail = (f"{tried} variant(s) tried; {k} passed {wins[k][0]} of {wins[k][1]} attempt(s), unconfirmed "
+                f"(a config verdict needs {CONFIG_PASSES} passes)"
+                + (f", {len(lucky) - 1} more like it" if len(lucky) > 1 else ""))
+    else:
+        tail = f"{tried} variant(s) tried, none passed"
     return Verdict("model", round(conf, 3),
                    f"the reference solution passes {len(orc)} of {len(orc)} run(s)"
                    + (f" (the contract asks {oracle_runs})" if short else "")
-                   + f"; baseline 0 of {len(base)}, {tried} variant(s) tried, none passed", ids)
+                   + f"; baseline 0 of {len(base)}, {tail}", ids)
 
 
 def plan_controls(
@@ -138,4 +168,4 @@ def plan_controls(
     return [(task, agent, n) for (task, agent), n in out.items()]
 
 
-__all__ = ["KINDS", "Evidence", "Verdict", "attribute", "plan_controls"]
+__all__ = ["CONFIG_ALPHA", "CONFIG_PASSES", "KINDS", "Evidence", "confirmed", "Verdict", "attribute", "plan_controls"]

@@ -23,7 +23,16 @@ from typing import Any, Literal
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from rsi.core.contract import Contract
 from rsi.core.digest import digest_obj
@@ -44,9 +53,43 @@ class ModelRef(_Strict):
     request_timeout_sec: float = Field(default=120.0, gt=0)
 
 
+class FewShotCallFunction(_Strict):
+    name: str
+    arguments: str = "{}"  # JSON text, as the OpenAI API carries it
+
+
+class FewShotCall(_Strict):
+    id: str
+    type: Literal["function"] = "function"
+    function: FewShotCallFunction
+
+
 class FewShot(_Strict):
-    role: Literal["user", "assistant"]
+    """One few-shot message. `text` configs use user/assistant text; `tool_calls` configs may also show
+    an assistant's `tool_calls` and the `tool` message answering each (`tool_call_id`), as the OpenAI
+    API carries them. The two tool fields are left out of the JSON form when unset, so a config
+    without them keeps the digest it had before they existed."""
+
+    role: Literal["user", "assistant", "tool"]
     content: str
+    tool_calls: list[FewShotCall] | None = None
+    tool_call_id: str | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> FewShot:
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError(f"tool_calls only on an assistant message, not on a {self.role} message")
+        if (self.role == "tool") != (self.tool_call_id is not None):
+            raise ValueError("a tool message needs tool_call_id, and only a tool message has one")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for key in ("tool_calls", "tool_call_id"):
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
 
 
 class PromptSpec(_Strict):
@@ -96,6 +139,18 @@ class HarnessConfig(_Strict):
     limits: ConfigLimits = Field(default_factory=ConfigLimits)
     tools: list[str] = Field(default_factory=lambda: ["bash", "submit"])
     search_space: dict[str, list[Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _few_shot_format(self) -> HarnessConfig:
+        shots = self.prompt.few_shot
+        if self.action_format == "text" and any(s.tool_calls or s.role == "tool" for s in shots):
+            raise ValueError("prompt.few_shot: tool calls and tool messages need action_format tool_calls")
+        called = {c.id for s in shots for c in s.tool_calls or []}
+        answered = [s.tool_call_id for s in shots if s.role == "tool"]
+        stray = [i for i in answered if i not in called]
+        if stray:
+            raise ValueError(f"prompt.few_shot: tool message {stray[0]!r} answers no tool call")
+        return self
 
     @field_validator("contract")
     @classmethod
@@ -308,6 +363,11 @@ def config_violations(config: HarnessConfig, contract: Contract) -> list[str]:
             out.append(f"tools[{i}]: '{tool}' is not in the contract substrate ({known})")
     if config.action_format == "text" and "bash" not in config.tools:
         out.append("tools: action_format 'text' needs the 'bash' tool")
+    for i, shot in enumerate(config.prompt.few_shot):
+        for call in shot.tool_calls or []:
+            if call.function.name not in config.tools:
+                out.append(f"prompt.few_shot[{i}].tool_calls: '{call.function.name}' is not one of the config's "
+                           f"tools ({', '.join(config.tools)})")
     return out
 
 

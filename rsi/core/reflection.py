@@ -24,7 +24,7 @@ class PatchError(ValueError):
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
-    if isinstance(value, dict) and value and prefix.split(".")[0] != "prompt.few_shot":
+    if isinstance(value, dict) and value and prefix != "prompt.few_shot":
         for k, v in value.items():
             _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
     else:

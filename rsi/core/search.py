@@ -15,7 +15,12 @@ Strategies:
   candidate, the leading candidates are swept over the rest of the train split, most tasks solved
   first (successive halving: the top half first), with one more attempt where a sweep fails a task
   the baseline solved, so a regression is confirmed before it counts, and a best single config can
-  be named.
+  be named. A fix is one pass; an attribution `config` verdict needs two (rsi.core.attribution), so
+  each task a candidate fixed once gets one more attempt (two more at most) before the budget ends:
+  these confirmations come first in the last rounds, ahead of the sweep (when the budget cannot pay
+  for both, the leader's own confirmations and sweep come first). Rounds are as small as the
+  caller asks (`rsi expand` asks for as many cells as it runs at once), so a fix is exploited on the
+  very next round.
 - `random`: a uniformly random candidate on a uniformly random train task, one attempt each.
 - `grid`: every candidate on every train task, in order.
 """
@@ -28,6 +33,8 @@ from dataclasses import dataclass, field
 STRATEGIES = ("adaptive", "random", "grid")
 Cell = tuple[str, str, int]  # (candidate, task, attempts)
 PRIOR = (0.2, 2.0)  # Beta(a, b) over a candidate's fix rate on unsolved tasks: mean 1/11
+CONFIRM = 2  # passes that make a fix a `config` verdict (rsi.core.attribution.CONFIG_PASSES)
+CONFIRM_ATTEMPTS = 3  # attempts a once-passed fix may get before the search stops confirming it
 
 
 @dataclass
@@ -66,6 +73,17 @@ class SearchState:
         """(tasks fixed, tasks tried) by `cand` among the tasks the baseline failed."""
         hard = [t for t in self.tasks if t not in self.base_solved and t not in self.excluded]
         return (sum(1 for t in hard if self.passes(cand, t) > 0), sum(1 for t in hard if self.tried(cand, t) > 0))
+
+    def confirm_cells(self) -> list[Cell]:
+        """One more attempt for each fix not yet confirmed: a (candidate, task) with one pass on a task
+        the baseline failed, fewer than CONFIRM passes and CONFIRM_ATTEMPTS attempts (sorted, so the plan is
+        stable)."""
+        out: list[Cell] = []
+        for (c, t), (a, p) in sorted(self.runs.items()):
+            if (0 < p < CONFIRM and a < CONFIRM_ATTEMPTS and t not in self.base_solved and t not in self.excluded
+                    and c in self.candidates):
+                out.append((c, t, 1))
+        return out
 
     def sweep_cells(self, cand: str) -> list[Cell]:
         """What sweeping `cand` over the split still needs: every task it has not run, and one more
@@ -114,12 +132,19 @@ def _leaders(state: SearchState, order: dict[str, int]) -> list[str]:
 def _adaptive(state: SearchState, n: int, seed: int, round_no: int, left: int | None) -> list[Cell]:
     order = _order(state, seed)
     leaders = _leaders(state, order)
-    if leaders and left is not None:
-        due = state.sweep_cells(leaders[0])
-        if due and left - n <= len(due) <= left:  # the last round that can still pay for the whole sweep
-            return due[:n]
+    confirm = state.confirm_cells()
+    if left is not None:
+        sweep = state.sweep_cells(leaders[0]) if leaders else []
+        mine = [c for c in confirm if c[0] == leaders[0]] if leaders else []
+        # the last round that still pays for every confirmation and the leader's sweep, else for the
+        # leader's own confirmations and sweep (a best single config matters more than the others' fixes)
+        for due in (confirm + sweep, mine + sweep):
+            if sweep and left - n <= len(due) <= left:
+                return due[:n]
+        if confirm and len(confirm) >= left - n:  # what is left goes to confirming the fixes
+            return confirm[:n]
     out = _explore(state, n, seed, round_no, order)
-    return out or _sweep(state, n, leaders)
+    return out or (confirm + _sweep(state, n, leaders))[:n]
 
 
 def _explore(state: SearchState, n: int, seed: int, round_no: int, order: dict[str, int]) -> list[Cell]:
@@ -164,4 +189,4 @@ def _sweep(state: SearchState, n: int, leaders: list[str]) -> list[Cell]:
     return []
 
 
-__all__ = ["PRIOR", "STRATEGIES", "Cell", "SearchState", "next_cells"]
+__all__ = ["CONFIRM", "CONFIRM_ATTEMPTS", "PRIOR", "STRATEGIES", "Cell", "SearchState", "next_cells"]

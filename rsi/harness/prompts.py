@@ -78,7 +78,8 @@ def prompt_variables(
 def initial_messages(
     config: HarnessConfig, variables: dict[str, Any], *, config_dir: Path | None = None
 ) -> list[dict[str, Any]]:
-    """System prompt, few-shot messages, then the instruction: the fixed head of every prompt."""
+    """System prompt, few-shot messages (with their tool calls in tool_calls format), then the
+    instruction: the fixed head of every prompt."""
     msgs: list[dict[str, Any]] = [
         {
             "role": "system",
@@ -87,7 +88,12 @@ def initial_messages(
     ]
     for i, shot in enumerate(config.prompt.few_shot):
         content = render(shot.content, variables, config_dir=config_dir, what=f"few_shot[{i}].content")
-        msgs.append({"role": shot.role, "content": content})
+        msg: dict[str, Any] = {"role": shot.role, "content": content}
+        if shot.tool_calls is not None:  # a tool_calls-format example: the calls as the API carries them
+            msg["tool_calls"] = [c.model_dump(mode="json") for c in shot.tool_calls]
+        if shot.tool_call_id is not None:
+            msg["tool_call_id"] = shot.tool_call_id
+        msgs.append(msg)
     instruction = render(config.prompt.instruction, variables, config_dir=config_dir, what="instruction")
     msgs.append({"role": "user", "content": instruction})
     return msgs

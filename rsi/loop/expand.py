@@ -11,9 +11,10 @@ again by its stage key, so a killed expand resumes without re-paying a finished 
    from any generation: they call no model). With a search to pay for, they get at most half of
    what the baseline left, the most telling runs first (rsi.core.attribution.plan_controls); the
    rest run once the search is done;
-4. **candidates**: the user's `--candidate` patches, the config's `search_space` variants and
-   reflective proposals (all contract-checked), asked of `expand.proposer` in rsi.yaml when set,
-   else of the generation's own model;
+4. **candidates**: the user's `--candidate` patches, the config's `search_space` variants,
+   `fewshot` candidates (k demonstrations drawn from the generation's own passing train trajectories,
+   rsi.loop.expand_fewshot) and reflective proposals (all contract-checked), asked of
+   `expand.proposer` in rsi.yaml when set, else of the generation's own model;
 5. **search** rounds (`adaptive` | `random` | `grid`, rsi.core.search) until the budget is spent
    or nothing is left worth running; verdicts are revised after every round;
 6. **outcome** (rsi.loop.expand_outcome): coverage, best single config, the adopted config.
@@ -53,6 +54,7 @@ from rsi.loop.expand_candidates import (
     search_space_candidates,
 )
 from rsi.loop.expand_evidence import BASELINE, Pool, read_book, record_verdicts, search_state, verdicts
+from rsi.loop.expand_fewshot import DEFAULT_K, demo_tasks, fewshot_candidates
 from rsi.loop.expand_outcome import ExpandOutcome, Preflight, build_outcome, preflight
 from rsi.loop.hooks import ExpandHooks
 from rsi.loop.run import new_job_id, tasks_fingerprint
@@ -75,7 +77,8 @@ class ExpandRequest:
     resume: str | None = None
     concurrency: int = 2
     proposals: int = 2  # reflective proposals to ask for
-    round_size: int = 8
+    round_size: int | None = None  # cells planned per search round (None: the concurrency, one wave)
+    fewshot: int = DEFAULT_K  # demonstrations per few-shot candidate (0: none)
     candidates: list[str] = field(default_factory=list)  # --candidate: YAML patch files or inline patches
     reflector: Reflector | None = None  # default: the generation's model (None + proposals=0: none)
     provider: SandboxProvider | None = None  # tests inject a fake
@@ -114,7 +117,7 @@ def _params(req: ExpandRequest, gen: str, tasks: list[Task], base_digest: str,
     return {"generation": gen, "tasks": req.tasks, "tasks_fingerprint": tasks_fingerprint(tasks),
             "strategy": req.strategy, "seed": req.seed, "attempts": req.attempts, "unit": req.unit,
             "proposals": req.proposals, "config_digest": base_digest, "round_size": req.round_size,
-            "candidates": manual}
+            "candidates": manual, "fewshot": req.fewshot}
 
 
 def _check(req: ExpandRequest) -> None:
@@ -126,12 +129,14 @@ def _check(req: ExpandRequest) -> None:
         raise InputError("--budget", None, "must be more than 0")
     if req.attempts < 1:
         raise InputError("--attempts", None, "must be at least 1")
-    if req.round_size < 1:
+    if req.round_size is not None and req.round_size < 1:
         raise InputError("--round-size", None, "must be at least 1")
     if req.concurrency < 1:
         raise InputError("--concurrency", None, "must be at least 1")
     if req.proposals < 0:
         raise InputError("--proposals", None, "must be 0 or more")
+    if req.fewshot < 0:
+        raise InputError("--fewshot", None, "must be 0 or more")
 
 
 def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None = None) -> ExpandOutcome:
@@ -152,7 +157,8 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
             raise ConfigError(f"--resume {job.id}: the job ran with other settings ({', '.join(changed)}); "
                               "start a new expand instead")
         req = ExpandRequest(**{**req.__dict__, **{k: p[k] for k in ("tasks", "strategy", "seed", "attempts",
-                                                                     "unit", "proposals", "round_size")}})
+                                                                     "unit", "proposals", "round_size")},
+                               "fewshot": p.get("fewshot", 0)})
         gen = ctx.generation(p["generation"])
     else:
         gen = ctx.generation(req.generation)
@@ -187,7 +193,7 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
     if req.resume:  # what the job's children recorded so far counts against the limit
         spent = sum(row_cost(req.unit, t) for j in store.child_jobs(job_id) for t in store.trials(j.id))
     pre = preflight(ctx, gen.id, pool, req.attempts, req.unit, limit, spent,
-                    searching=_searching(base.config, manual, req.proposals))
+                    searching=_searching(base.config, manual, req.proposals + req.fewshot))
     hooks.message(pre.describe())
     if not req.resume and limit < pre.baseline_cost:
         raise InputError("--budget", None, f"{limit:g} {req.unit} cannot cover the baseline "
@@ -277,6 +283,7 @@ def _steps(run: _Run) -> str | None:
     assert cfg is not None
     manual_candidates(ctx, run.job_id, cfg, pool.base_digest, run.manual)
     search_space_candidates(ctx, run.job_id, cfg, pool.base_digest)
+    fewshot_candidates(ctx, run.job_id, gen_id, cfg, pool.base_digest, pool.tasks, req.fewshot, req.seed)
     book = read_book(ctx, gen_id, pool)
     model_failed = [t for t in failed if found.get(t.name) is not None and found[t.name].kind == "model"]
     failures = []
@@ -287,6 +294,7 @@ def _steps(run: _Run) -> str | None:
     reflective_candidates(ctx, run.job_id, cfg, pool.base_digest, failures, req.proposals, req.reflector, req.seed)
     run.plans = candidate_plans(ctx, run.job_id, run.base.generation)
     pool.labels = {p.arm.config_digest or "": label for label, p in run.plans.items()}
+    pool.held_out = demo_tasks(ctx, run.job_id, {r.id: r.task_name for rows in book.harness.values() for r in rows})
     run.hooks.message(f"{len(run.plans)} candidate config(s): " + ", ".join(run.plans) if run.plans
                       else "no candidate configs (empty search_space, no usable proposal)")
     stop = _search(run, dirs)
@@ -306,16 +314,18 @@ def _failed(run: _Run) -> list[Task]:
             and not any(r.passed for r in book.counted(BASELINE, t.name))]
 
 
-def _searching(cfg: Any, manual: list[dict[str, Any]], proposals: int) -> bool:
-    """Whether there are candidates to search: manual patches, a search_space or proposals to ask for."""
-    return cfg is not None and (bool(cfg.search_space or manual) or proposals > 0)
+def _searching(cfg: Any, manual: list[dict[str, Any]], asked: int) -> bool:
+    """Whether there are candidates to search: manual patches, a search_space, or proposals / few-shot
+    demonstrations asked for (`asked`: their count)."""
+    return cfg is not None and (bool(cfg.search_space or manual) or asked > 0)
 
 
 def _control_cap(run: _Run) -> int | None:
     """Controls may take half of what the baseline left, so the search is not starved (None: no cap,
     as when the unit is tokens, which controls do not spend, or when there is nothing to search)."""
     left = run.runner.remaining()
-    if left is None or run.req.unit == "tokens" or not _searching(run.base.config, run.manual, run.req.proposals):
+    if left is None or run.req.unit == "tokens" or not _searching(run.base.config, run.manual,
+                                                                  run.req.proposals + run.req.fewshot):
         return None
     return max(0, int(left / 2 / max(run.per_control, 1e-9)))
 
@@ -352,7 +362,7 @@ def _search(run: _Run, dirs: list[Any]) -> str | None:
             found = verdicts(book, pool, ctx.contract.attribution)
             state = search_state(book, pool, found)
             left = run.runner.remaining()
-            n = req.round_size
+            n = req.round_size or req.concurrency
             if left is not None and req.unit == "trials":
                 n = min(n, int(left))
             if n <= 0:

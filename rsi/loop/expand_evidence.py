@@ -30,6 +30,8 @@ class Pool:
     tasks: list[Task]
     base_digest: str
     labels: dict[str, str] = field(default_factory=dict)  # candidate config digest -> label
+    # label -> tasks left out of its comparison with the baseline (a few-shot candidate's demo tasks)
+    held_out: dict[str, set[str]] = field(default_factory=dict)
 
     @property
     def names(self) -> list[str]:
@@ -54,6 +56,11 @@ class Book:
             if c:
                 out[key] = (len(c), sum(t.passed for t in c))
         return out
+
+    def seqs(self) -> dict[tuple[str, str], list[bool]]:
+        """Pass/fail per (config label, task) in attempt order (infra left out): equal-attempt comparisons."""
+        return {key: [bool(t.passed) for t in sorted(self.counted(*key), key=lambda r: (r.attempt, r.id))]
+                for key in self.harness}
 
 
 def read_book(ctx: WorkspaceContext, gen: str, pool: Pool) -> Book:
@@ -118,7 +125,7 @@ def search_state(book: Book, pool: Pool, found: dict[str, Verdict]) -> SearchSta
 
 def search_outcome(book: Book, pool: Pool, found: dict[str, Verdict]) -> Outcome:
     skip = {n for n, v in found.items() if v.kind in ("task", "infra")}
-    return outcome(book.tally(), pool.names, BASELINE, skip)
+    return outcome(book.tally(), pool.names, BASELINE, skip, seqs=book.seqs(), held_out=pool.held_out)
 
 
 __all__ = ["BASELINE", "Book", "Pool", "base_solved", "read_book", "record_verdicts", "search_outcome",

@@ -1,8 +1,9 @@
 """Expansion's preflight estimate and its outcome: coverage, best single config, adopted config.
 
-The adopted config (the best single config with no verified regression against the baseline, and
-more train tasks solved than the baseline) is written to `harness_configs/<base>-<job>.yaml` under
-that new name, with its digest, parent digest and the expand job in a header, and stored by digest.
+The adopted config (the best single config with no verified regression against the baseline that
+beats it on the train split beyond noise: rsi.core.pareto's sign test at equal attempts) is written
+to `harness_configs/<base>-<job>.yaml` under that new name, with its digest, parent digest and the
+expand job in a header, and stored by digest.
 When no candidate beats the baseline nothing is written: the outcome says so, and its adopted digest
 is the baseline's own.
 """
@@ -138,6 +139,10 @@ class ConfigLine:
     ci: tuple[float, float]
     full_split: bool
     regressions: list[str]
+    # against the baseline at equal attempts (rsi.core.pareto): tasks better, worse, one-sided sign test p
+    wins: int = 0
+    losses: int = 0
+    p_value: float = 1.0
 
 
 @dataclass
@@ -173,7 +178,8 @@ class ExpandOutcome:
 def _line(o: Outcome, label: str, digest: str | None) -> ConfigLine:
     s = o.scores[label]
     return ConfigLine(label, digest, s.tasks_solved, s.tasks_run, s.attempts, s.passes, round(s.rate, 4),
-                      (round(s.interval[0], 4), round(s.interval[1], 4)), s.full_split, s.regressions)
+                      (round(s.interval[0], 4), round(s.interval[1], 4)), s.full_split, s.regressions,
+                      s.wins, s.losses, round(s.p_value, 4))
 
 
 def config_diff(a: HarnessConfig, b: HarnessConfig) -> list[dict[str, Any]]:
@@ -211,7 +217,8 @@ def kept_baseline(ctx: WorkspaceContext, base: ArmPlan, base_digest: str) -> dic
     path = ctx.harness_config_path(base.generation.harness_config.name)
     return {"label": BASELINE, "name": base.config.name, "path": str(path) if path.is_file() else None,
             "digest": base_digest, "origin": "baseline", "behaviour_digest": base_digest, "diff": [],
-            "new": False, "note": "no candidate beat the baseline; the generation keeps its own config"}
+            "new": False, "note": "no candidate beat the baseline beyond noise (one-sided sign test on "
+            "per-task passes at equal attempts, p < 0.1); the generation keeps its own config"}
 
 
 def build_outcome(ctx: WorkspaceContext, job_id: str, gen: GenerationManifest, base: ArmPlan, pool: Pool,

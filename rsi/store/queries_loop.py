@@ -19,7 +19,7 @@ from rsi.core.errors import ConfigError, NotFoundError
 from rsi.store.queries_base import StoreBase, check_choice
 from rsi.store.tables import ArmRow, AttributionRow, BudgetRow, ConfigRow, JobRow, TrialRow, utcnow
 
-ConfigOrigin = Literal["file", "search_space", "reflection", "manual"]
+ConfigOrigin = Literal["file", "search_space", "reflection", "manual", "fewshot"]
 BudgetUnit = Literal["trials", "tokens", "minutes", "usd"]
 AttributionKind = Literal["model", "task", "config", "infra"]
 

@@ -85,7 +85,7 @@ class ConfigRow(SQLModel, table=True):
     name: str
     canonical_yaml: str = Field(sa_type=sa.Text)
     parent_digest: str | None = Field(default=None, index=True)
-    origin: str = "file"  # file | search_space | reflection | manual
+    origin: str = "file"  # file | search_space | reflection | manual | fewshot (a plain string: no migration)
     source: str | None = None  # file path or variant label
     created_at: datetime = Field(default_factory=utcnow)
 

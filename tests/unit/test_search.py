@@ -11,7 +11,7 @@ import statistics
 
 import pytest
 
-from rsi.core.pareto import outcome
+from rsi.core.pareto import ADOPT_ALPHA, outcome, paired, sign_test
 from rsi.core.search import SearchState, next_cells
 
 USEFUL = ["temp=0.2", "temp=1.0", "turns=3", "turns=8", "variant=B", "few_shot=[]"]
@@ -144,3 +144,81 @@ def test_unknown_strategy_names_the_known_ones() -> None:
     state, _ = fresh()
     with pytest.raises(ValueError, match="adaptive, random, grid"):
         next_cells("bandit", state, 8, 0, 0)
+
+
+def test_configs_are_compared_with_the_baseline_at_equal_attempts() -> None:
+    # the baseline ran 2 attempts per task, the candidate 1: its one attempt meets the baseline's first
+    tally = {("baseline", "a"): (2, 1), ("baseline", "b"): (2, 1), ("baseline", "c"): (2, 0),
+             ("x", "a"): (1, 1), ("x", "b"): (1, 1), ("x", "c"): (1, 0)}
+    seqs = {("baseline", "a"): [False, True], ("baseline", "b"): [True, False], ("baseline", "c"): [False, False],
+            ("x", "a"): [True], ("x", "b"): [True], ("x", "c"): [False]}
+    assert paired(tally, ["a", "b", "c"], "x", "baseline", seqs) == (1, 0)  # a won; b and c tied
+    # without the order, the baseline's expected passes in one attempt (1 of 2 -> 0.5) stand in
+    assert paired(tally, ["a", "b", "c"], "x", "baseline") == (2, 0)
+    # a task the baseline solved in one of its two attempts and x in neither of its two is a loss
+    worse = {**tally, ("x", "b"): (2, 0)}
+    assert paired(worse, ["a", "b", "c"], "x", "baseline", {**seqs, ("x", "b"): [False, False]}) == (1, 1)
+    assert paired(tally, ["a", "b", "c"], "x", "baseline", seqs, leave_out={"a"}) == (0, 0)
+
+
+def _tally(wins: int, losses: int, ties: int) -> dict[tuple[str, str], tuple[int, int]]:
+    out: dict[tuple[str, str], tuple[int, int]] = {}
+    for i in range(wins):
+        out[("baseline", f"w{i}")], out[("x", f"w{i}")] = (1, 0), (1, 1)
+    for i in range(losses):
+        out[("baseline", f"l{i}")], out[("x", f"l{i}")] = (1, 1), (1, 0)
+    for i in range(ties):
+        out[("baseline", f"t{i}")], out[("x", f"t{i}")] = (1, 0), (1, 0)
+    return out
+
+
+@pytest.mark.parametrize(("wins", "losses", "adopt"), [(3, 0, False), (4, 0, True), (5, 1, False), (6, 1, True)])
+def test_a_config_is_adopted_only_when_it_beats_the_baseline_beyond_noise(wins: int, losses: int,
+                                                                          adopt: bool) -> None:
+    tally = _tally(wins, losses, ties=4)
+    tasks = sorted({t for _, t in tally})
+    o = outcome(tally, tasks, "baseline")
+    assert o.scores["x"].tasks_solved > o.scores["baseline"].tasks_solved  # more solved is not enough
+    assert (o.scores["x"].wins, o.scores["x"].losses) == (wins, losses)
+    assert (o.scores["x"].p_value < ADOPT_ALPHA) is adopt
+    assert o.adopted == ("x" if adopt else "baseline") and o.best == "x"
+    # tasks a candidate was built from (a few-shot candidate's demonstrations) do not count for it
+    kept = sign_test(wins - 1, losses) < ADOPT_ALPHA
+    assert outcome(tally, tasks, "baseline", held_out={"x": {"w0"}}).adopted == ("x" if kept else "baseline")
+    assert outcome(_tally(wins + 1, losses, 4), [*tasks, f"w{wins}"], "baseline",
+                   held_out={"x": {"w0"}}).adopted == ("x" if adopt else "baseline")
+
+
+def test_a_fix_gets_a_confirming_attempt_before_the_budget_ends() -> None:
+    state, fix = fresh(decoys=0)
+    state.add("turns=3", "need-turns=3-0", True)
+    assert state.confirm_cells() == [("turns=3", "need-turns=3-0", 1)]
+    # with budget to spare the search explores first; the last trials confirm the fix
+    assert ("turns=3", "need-turns=3-0", 1) not in next_cells("adaptive", state, 2, 0, 1, 40)
+    assert next_cells("adaptive", state, 2, 0, 1, 1) == [("turns=3", "need-turns=3-0", 1)]
+    state.add("turns=3", "need-turns=3-0", False)  # 1 of 2: one more attempt, then it stops asking
+    assert state.confirm_cells() == [("turns=3", "need-turns=3-0", 1)]
+    state.add("turns=3", "need-turns=3-0", False)
+    assert state.confirm_cells() == []
+    state.add("turns=8", "need-turns=8-0", True)
+    state.add("turns=8", "need-turns=8-0", True)  # two passes: confirmed
+    assert state.confirm_cells() == []
+
+
+def test_every_fix_found_before_the_last_round_is_confirmed() -> None:
+    for seed in range(4):
+        state, fix = fresh()
+        spent = r = 0
+        found: dict[tuple[str, str], int] = {}  # (candidate, task) -> the round it first passed in
+        while spent < 100:
+            cells = next_cells("adaptive", state, min(2, 100 - spent), seed, r, 100 - spent)
+            if not cells:
+                break
+            for cand, task, _ in cells:
+                ok = passes(cand, task, fix)
+                state.add(cand, task, ok)
+                spent += 1
+                if ok and task not in state.base_solved:
+                    found.setdefault((cand, task), r)
+            r += 1
+        assert found and all(state.passes(c, t) >= 2 for (c, t), at in found.items() if at < r - 1), seed

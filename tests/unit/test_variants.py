@@ -121,11 +121,13 @@ def test_single_field_variants_of_the_shipped_config() -> None:
     assert [next(iter(a)) for a in got] == [
         "loop.max_turns",
         "loop.max_turns",
+        "prompt.few_shot",
         "prompt.system",
         "sampling.temperature",
         "sampling.temperature",
     ]
     assert [variant_label(a) for a in got][:2] == ["loop.max_turns=4", "loop.max_turns=8"]
-    assert got[2]["prompt.system"] == cfg.search_space["prompt.system"][1]
-    assert [a.get("sampling.temperature") for a in got[3:]] == [0.2, 1.0]
+    assert got[2] == {"prompt.few_shot": []}  # the shipped example is searchable: no example at all
+    assert got[3]["prompt.system"] == cfg.search_space["prompt.system"][1]
+    assert [a.get("sampling.temperature") for a in got[4:]] == [0.2, 1.0]
     assert len({apply_variant(cfg, a, contract).digest() for a in got} | {cfg.digest()}) == len(got) + 1
