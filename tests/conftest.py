@@ -22,11 +22,14 @@ def _isolated_rsi_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Iterator[WorkspaceContext]:
-    """`rsi init` (without the starter tasks) at tmp_path/ws, opened."""
+    """`rsi init` (without the starter tasks, and with no regression suite in its contract) at tmp_path/ws, opened."""
     from rsi.loop.init import init_workspace
 
     root = tmp_path / "ws"
     init_workspace(root, starter_tasks=False)
+    # no regression suite: unit tests measure their own tasks (tests of the suite gate name theirs)
+    contract = root / "contracts" / "hcp-1.0.yaml"
+    contract.write_text(contract.read_text().replace("suites: [suites/starter]", "suites: []"))
     ctx = WorkspaceContext.open(root)
     yield ctx
     if "store" in ctx.__dict__:

@@ -7,9 +7,12 @@
   and the report says why);
 - **outcomes**: per-task flips on the tasks both generations ran under their own configs (a task is
   *solved* at pass rate >= 0.5), per-family pass rates with Wilson intervals, the overall delta and
-  the paired test's two-sided p over tasks (holdout tasks when both ran some, else every common task),
-  and the same per template (the contract's `promotion.holdout_unit`): per-template rates and the
+  the paired test's one-sided p over tasks (B better than A: the direction and test the promotion gate
+  uses; holdout tasks when both ran some, else every common task), and the same per template (the
+  contract's `promotion.holdout_unit`): per-template rates and the
   paired test clustered on templates (per-template mean differences), the unit promotion gates on;
+- **gates**: when `rsi promote` decided B over A, its gate table (the decision) and the very p-values it
+  gated on, first;
 - **attribution shift**: verdict counts per kind for A and B, and how the common tasks moved;
 - **spend**: trials, tokens and wall time per generation and phase.
 
@@ -34,7 +37,8 @@ from rsi.core.promotion import TaskOutcome, clustered, paired_p, test_name, wils
 Ctx = Any
 SOLVED_AT = 0.5
 FLIPS = ("fixed", "regressed", "still_failing", "still_passing")
-ALTERNATIVE = "two-sided"  # the report's paired tests, per task and per template
+# the report's paired tests, per task and per template: one-sided (B better), as the promotion gate tests them
+ALTERNATIVE = "greater"
 
 
 def config_diff(a_yaml: str, b_yaml: str, a_label: str, b_label: str) -> str:
@@ -84,6 +88,7 @@ class DiffReport:
     templates: list[dict[str, Any]] = field(default_factory=list)  # per unit of the overall scope
     attribution: dict[str, Any] = field(default_factory=dict)
     spend: list[dict[str, Any]] = field(default_factory=list)
+    gate: dict[str, Any] = field(default_factory=dict)  # {"job": id, "verdict": ...} of `rsi promote B` over A
 
     def as_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -177,6 +182,9 @@ def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str = "harness") -> DiffRe
                         adapter, {"a": a.contract, "b": b.contract, "same_major": comparable}, comparable, refusal)
     report.spend = store.phase_usage([a.id, b.id])
     report.attribution = _attribution(ctx, a.id, b.id)
+    got = store.promote_verdict(b.id, a.id)
+    if got is not None:
+        report.gate = {"job": got[0], "verdict": got[1]}
     if not comparable:
         return report
     ca = {c["name"]: c for c in store.task_cells(a.id, a.harness_config.digest, agent)}

@@ -9,7 +9,7 @@ import io
 from typing import Any
 
 from rsi.report.diff import DiffReport
-from rsi.report.diff_render import headline
+from rsi.report.diff_render import gate_line, gate_rows, headline
 
 A_COLOUR, B_COLOUR = "#8a9bb0", "#2b6cb0"
 
@@ -75,7 +75,8 @@ def html(r: DiffReport) -> str:
 
     env = Environment(loader=PackageLoader("rsi.report", "templates"), autoescape=select_autoescape(["html", "j2"]))
     spend = sorted(r.spend, key=lambda s: (s["generation"], s["phase"]))
-    return env.get_template("diff.html.j2").render(r=r, headline=headline(r), charts=charts(r), spend=spend)
+    return env.get_template("diff.html.j2").render(r=r, headline=headline(r), charts=charts(r), spend=spend,
+                                                   gates=gate_rows(r), gate_line=gate_line(r))
 
 
 __all__ = ["charts", "html"]

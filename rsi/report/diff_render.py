@@ -57,8 +57,31 @@ def _adapters(a: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def gate_rows(r: DiffReport) -> list[tuple[str, str, str, str, str]]:
+    """The promotion gate table of `rsi promote B` over A (the decision): name, threshold, measured, pass, detail."""
+    v = (r.gate or {}).get("verdict") or {}
+    return [(g["name"], g["threshold"], g["measured"], "pass" if g["passed"] else "FAIL", g.get("detail", ""))
+            for g in v.get("gates", [])]
+
+
+def gate_line(r: DiffReport) -> str | None:
+    v = (r.gate or {}).get("verdict")
+    if not v:
+        return None
+    failing = ", ".join(v.get("failing") or [])
+    return (f"decision (promote job {r.gate['job']}): " + ("promoted: every gate passed" if v.get("passed")
+                                                          else f"rejected: failing {failing}"))
+
+
 def term(r: DiffReport) -> Group:
     items: list[Any] = [f"[bold]diff {r.a} -> {r.b}[/]", *[x.replace("[", "\\[") for x in headline(r)]]
+    if rows := gate_rows(r):
+        t = Table(title=(gate_line(r) or "").replace("[", "\\["))
+        for c in ("gate", "threshold", "measured", "result", "detail"):
+            t.add_column(c)
+        for row in rows:
+            t.add_row(*[x.replace("[", "\\[") for x in row])
+        items.append(t)
     if r.config["unified_diff"]:
         items.append(Syntax(r.config["unified_diff"], "diff", theme="ansi_dark", background_color="default"))
     if r.families:

@@ -64,6 +64,17 @@ class PromoteQueries(StoreBase):
         with self.session() as s:
             return list(s.exec(stmt.order_by(col(TrialRow.finished_at), col(TrialRow.id))).all())
 
+    def promote_verdict(self, candidate: str, parent: str) -> tuple[str, dict[str, Any]] | None:
+        """The newest finished promote job of `candidate` over `parent` and its recorded verdict, if any."""
+        stmt = select(JobRow).where(JobRow.kind == "promote", JobRow.status == "done")
+        with self.session() as s:
+            rows = list(s.exec(stmt.order_by(col(JobRow.created_at).desc())).all())
+        for job in rows:
+            params = job.params
+            if params.get("candidate") == candidate and params.get("parent") == parent and params.get("verdict"):
+                return job.id, dict(params["verdict"])
+        return None
+
     def merge_job_params(self, job_id: str, params: dict[str, Any]) -> None:
         """Add `params` to a job's recorded params (a phase job's results: a promote job's verdict)."""
         with self.session() as s:

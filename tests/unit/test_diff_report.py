@@ -72,7 +72,23 @@ def test_diff_report_reads_everything_from_the_store(ws: WorkspaceContext) -> No
     assert lo < 0.75 < hi
     o = r.overall
     assert o["scope"] == "holdout" and o["tasks"] == 6 and o["delta"] == pytest.approx(0.5)
-    assert o["p_value"] == pytest.approx(2 / 64)  # exact two-sided permutation over 6 tasks
+    assert o["p_value"] == pytest.approx(1 / 64)  # exact one-sided permutation over 6 tasks, as the gate tests
+    # the decision comes with the report: promote's gate table, and the very p the significance gate used
+    gates = {g["name"]: g for g in r.gate["verdict"]["gates"]}
+    assert r.gate["verdict"]["passed"] and gates["significance"]["passed"]
+    gated_p = r.gate["verdict"]["p_value"]
+    assert o["unit_p_value"] == pytest.approx(gated_p) if o["unit"] != "task" else o["p_value"] == pytest.approx(gated_p)
+    from rich.console import Console
+
+    from rsi.report.diff_html import html
+    from rsi.report.diff_render import term
+
+    con = Console(width=200, record=True)
+    con.print(term(r))
+    text = con.export_text()
+    assert "decision (promote job" in text and "significance" in text and "promoted" in text
+    page = html(r)
+    assert page.index('id="gates"') < page.index("Harness config") and "significance" in page
     assert r.attribution["counts"]["a"]["config"] == 1 and r.attribution["moved"] == {
         "config -> none": 1, "model -> config": 1}
     spend = {(s["generation"], s["phase"]): s["trials"] for s in r.spend}
