@@ -2,8 +2,8 @@
 
 Earlier generations are the lineage (parent, its parent, ...), not rejected siblings. Their trials are read
 as update reads its own (train split only, the holdout sealed in SQL) and pass the same gates: each must have
-run under a config whose behaviour equals the serving config (a mismatch is refused, as for current trials),
-and the contract's acceptance rules pick its accepted ones. `rsi.core.training.choose_replay` then takes at
+run under a config whose behaviour equals the serving config (a mismatch is refused, as for current trials), a
+regression-suite task never trains, and the contract's acceptance rules pick its accepted ones. `rsi.core.training.choose_replay` then takes at
 most `training.replay_cap` of them, round-robin across templates (templates the current data lacks first),
 within the per-template cap and never from the validation slice. A replayed trajectory trains by SFT only
 (its advantage is 0: the policy that sampled it is gone); its dataset line says `replay` and the generation
@@ -20,6 +20,7 @@ from rsi.core.generation import GenerationManifest
 from rsi.core.harness_config import HarnessConfig
 from rsi.core.training import Selection, TrialRecord, choose_replay, select
 from rsi.loop.context import WorkspaceContext
+from rsi.loop.suites import suite_digests
 from rsi.loop.update_data import ConfigGate, LoadedTrial, dataset_line, load_trial
 from rsi.store.files import load_pool
 from rsi.train.dataset import DatasetLine
@@ -71,11 +72,13 @@ def gather_replay(ctx: WorkspaceContext, gen: GenerationManifest, cfg: HarnessCo
     loaded: dict[str, LoadedTrial] = {}
     accepted: list[TrialRecord] = []
     refused: dict[str, int] = {}
+    suites = suite_digests(ctx)
     for anc in ancestors:
         gate = ConfigGate(ctx, anc, cfg, cfg_digest)
         mine: dict[str, LoadedTrial] = {}
         for row in ctx.store.outcomes("update", generation=anc, agent="harness"):
-            why = gate.refusal(row)
+            why = gate.refusal(row) if row.task_digest not in suites else \
+                "suite task: the regression suites (promotion.suites) are never training data"
             got = why if why is not None else load_trial(row, ctx.ws.root, max_turns,
                                                          template=templates.get(row.task_digest))
             if isinstance(got, str):
