@@ -129,10 +129,20 @@ def _report_all(wctx: Any, res: CyclesOutcome, json_out: bool, html: bool) -> Cy
     for out in res.outcomes[:-1]:
         console.print(summary(out))
     _report(wctx, res.outcomes[-1], json_out, html)
+    page = None
+    if html:
+        from rsi.report.cycles_html import html as cycles_html
+        from rsi.store.files import write_atomic
+
+        page = wctx.ws.state_dir / "reports" / f"cycles-{res.outcomes[0].job_id}.html"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(page, cycles_html(res.as_json()))
     if not json_out:
         console.print(generations_table(res))
         if res.ended:
             console.print(f"[yellow]{res.ended}[/]", highlight=False, soft_wrap=True)
+        if page is not None:
+            console.print(f"HTML per-generation report: {page.resolve()}", highlight=False, soft_wrap=True)
     return res.outcomes[-1]
 
 

@@ -257,3 +257,10 @@ def test_cycles_compound_until_a_candidate_is_not_promoted(ctx: WorkspaceContext
     text = con.export_text()
     assert "gen-0000 -> gen-0001" in text and "gen-0001 -> gen-0002" in text and "rejected" in text
     assert json.loads(json.dumps(res.as_json()))["generations"][1]["verdict"] == "rejected"
+    from rsi.report.cycles_html import html, per_generation
+
+    gens = per_generation(res.as_json()["generations"])
+    assert list(gens) == ["gen-0000", "gen-0001", "gen-0002"]
+    assert gens["gen-0001"]["holdout"] == second.holdout[0]  # its latest measurement: as cycle 2's parent
+    page = html(res.as_json())
+    assert 'id="cycles"' in page and "gen-0001 → gen-0002" in page and "<svg" in page

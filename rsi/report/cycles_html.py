@@ -1,0 +1,65 @@
+"""The page `rsi cycle --cycles N` (and `rsi demo --cycles N`) writes: per generation, the template-disjoint
+holdout rate, the suite rate and the in-template rate, as a table and a line chart (inline SVG, no network).
+
+Each cycle measures its parent and its candidate on the holdout of that cycle (discover tops it up, so a
+later cycle's holdout may hold more templates); the chart plots each generation at its latest measurement,
+and the table keeps every cycle's own pair, with its p-values, as the gates saw them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rsi.report.diff_html import _svg
+
+SERIES = (("holdout", "holdout (templates never trained on)", "#2b6cb0"),
+          ("suite", "suite (no generator wrote)", "#2f855a"),
+          ("in_template", "in-template (train split)", "#a0aec0"))
+
+
+def per_generation(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """generation -> {holdout, suite, in_template}: each at its latest measurement across the cycles."""
+    out: dict[str, dict[str, float | None]] = {}
+    for r in rows:
+        par = out.setdefault(r["parent"], {"holdout": None, "suite": None, "in_template": None})
+        par.update({k: v for k, v in (("holdout", r["holdout"][0]), ("suite", r["suite"][0]),
+                                      ("in_template", r["in_template"])) if v is not None})
+        if r.get("candidate"):
+            cand = out.setdefault(r["candidate"], {"holdout": None, "suite": None, "in_template": None})
+            cand.update({k: v for k, v in (("holdout", r["holdout"][1]), ("suite", r["suite"][1])) if v is not None})
+    return out
+
+
+def chart(gens: dict[str, dict[str, float | None]]) -> str | None:
+    if not gens:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.fonttype"] = "none"
+    import matplotlib.pyplot as plt
+
+    names = list(gens)
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(names) + 2), 3.2))
+    for key, label, colour in SERIES:
+        pts = [(i, float(v)) for i, n in enumerate(names) if (v := gens[n][key]) is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label, color=colour)
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("pass rate")
+    ax.legend(fontsize=8)
+    return _svg(fig)
+
+
+def html(data: dict[str, Any]) -> str:
+    """`data`: CyclesOutcome.as_json() (its `generations` rows and why the run ended)."""
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    env = Environment(loader=PackageLoader("rsi.report", "templates"), autoescape=select_autoescape(["html", "j2"]))
+    rows = data.get("generations", [])
+    gens = per_generation(rows)
+    return env.get_template("cycles.html.j2").render(rows=rows, gens=gens, chart=chart(gens), ended=data.get("ended"))
+
+
+__all__ = ["chart", "html", "per_generation"]
