@@ -8,12 +8,15 @@ from rsi.loop.cycle import CycleRequest
 
 # Discover draws from all six procedural families at levels 1 and 2, where each family has 4-5 templates per
 # level. The contract splits by template, so the holdout holds templates the update never trains on: the demo
-# measures transfer, not whether a template was memorised. The bundled model passes some level-1 `text` and
-# `files` templates and little else, so train tasks of those are what it learns from; probes and baseline
-# attempts are several per task, so the tasks it sometimes solves yield accepted trajectories and groups with
-# reward variance.
-DEMO_GENERATORS = ("files", "text", "data", "logs", "pyfix", "pipeline")
-DEMO_LEVELS = (1, 2)
+# measures transfer, not whether a template was memorised. The holdout is topped up with templates of every
+# family at levels 1 and 2 (those it lacks first). Train candidates come from the bundled model's reach: the
+# requests take level 1 twice before level 2 (a level-2 task of any family, and a level-1 task outside `files`
+# and `text`, it practically never solves, so it yields nothing to learn from), and `files` and `text` twice in
+# each round of the six families. Probes and baseline attempts are several per task, so the tasks it sometimes
+# solves yield accepted trajectories and groups with reward variance.
+DEMO_FAMILIES = ("files", "text", "data", "logs", "pyfix", "pipeline")
+DEMO_GENERATORS = ("files", "text", "data", "logs", "files", "text", "pyfix", "pipeline")  # in turn
+DEMO_LEVELS = (1, 1, 2)  # in turn: level 1 twice, then level 2
 DEMO_TRAIN = {"steps": 48, "batch_size": 4, "max_seq_len": 1024}
 DEMO_HOLDOUT_TEMPLATES = 8  # with 5 (the clustered test's minimum) every template must improve for p < 0.05
 
@@ -39,4 +42,5 @@ def demo_settings(root: Path) -> None:
     write_atomic(path, yaml.safe_dump(data, sort_keys=False))
 
 
-__all__ = ["DEMO_GENERATORS", "DEMO_HOLDOUT_TEMPLATES", "DEMO_LEVELS", "DEMO_TRAIN", "demo_request", "demo_settings"]
+__all__ = ["DEMO_FAMILIES", "DEMO_GENERATORS", "DEMO_HOLDOUT_TEMPLATES", "DEMO_LEVELS", "DEMO_TRAIN", "demo_request",
+           "demo_settings"]

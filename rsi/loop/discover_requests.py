@@ -59,12 +59,12 @@ def holdout_templates(req: Asked, gens: list[str], levels: dict[str, int], max_l
     """(generator, level, template) of every holdout template the request allows: its levels, else its
     difficulty, else every level up to the family's curriculum level."""
     out = []
-    for gname in gens:
+    for gname in dict.fromkeys(gens):  # a generator named twice (to weigh it in plain requests) counts once
         g = GENERATORS.create(gname)
         if not isinstance(g, ProceduralFamily) or (req.families and g.family not in req.families):
             continue
         allowed = req.levels or ([req.difficulty] if req.difficulty else range(1, levels.get(g.family, 1) + 1))
-        for lv in allowed:
+        for lv in dict.fromkeys(allowed):  # a level given twice (to weigh it in plain requests) counts once
             if lv not in g.levels or lv > max_level:
                 continue
             for tid in g.template_ids(lv):
@@ -82,12 +82,24 @@ def holdout_requests(req: Asked, gens: list[str], levels: dict[str, int], max_le
     options = holdout_templates(req, gens, levels, max_level, unit, fraction)
     if not options:
         return None if not any(isinstance(GENERATORS.create(g), ProceduralFamily) for g in gens) else []
-    ordered = [o for o in options if o[2] not in covered] + [o for o in options if o[2] in covered]
+    ordered = _interleave([o for o in options if o[2] not in covered]) + \
+        _interleave([o for o in options if o[2] in covered])
     out = []
     for i in range(req.n * HOLDOUT_TRIES):
         gname, lv, tid = ordered[i % len(ordered)]
         fam = tid.split("/", 1)[0]
         out.append((gname, GenRequest(seed=seed_of(req, i), difficulty=lv, family=fam, template=tid)))
+    return out
+
+
+def _interleave(options: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+    """Families take turns (each family's templates in their own order), so a few requests span families."""
+    by: dict[str, list[tuple[str, int, str]]] = {}
+    for o in options:
+        by.setdefault(o[2].split("/", 1)[0], []).append(o)
+    out = []
+    for i in range(max((len(v) for v in by.values()), default=0)):
+        out += [v[i] for v in by.values() if i < len(v)]
     return out
 
 
