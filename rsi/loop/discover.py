@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from rsi.core.arm import Arm
-from rsi.core.contract import HoldoutUnit
 from rsi.core.discover import (
     REJECT_REASONS,
     TaskDraft,
@@ -39,7 +38,6 @@ from rsi.core.discover import (
     draft_split,
     nearest_duplicate,
     render_task,
-    unit_of,
 )
 from rsi.core.errors import ConfigError, InputError, RsiError
 from rsi.core.task import Task
@@ -299,7 +297,7 @@ def _generate(ctx: WorkspaceContext, job_id: str, req: DiscoverRequest, gens: li
     if req.holdout_only:
         # what the holdout had before this job (its own admissions left out, so a resume asks the same)
         mine = {r.digest for r in store.task_rows() if r.discover_job == job_id}
-        covered = {_unit(t, unit) for t in pool if t.split == "holdout" and t.digest not in mine}
+        covered = {t.spec.metadata.rsi.template or "" for t in pool if t.split == "holdout" and t.digest not in mine}
         aimed = holdout_requests(req, gens, levels, contract.discovery.max_difficulty, unit,
                                  contract.promotion.holdout_fraction, covered)
         if aimed == []:
@@ -332,10 +330,6 @@ def _generate(ctx: WorkspaceContext, job_id: str, req: DiscoverRequest, gens: li
 def _cost(c: CandidateRow, fixed: int, probes: int) -> int:
     """Trials a candidate takes through the gate and (a train one) the probe."""
     return fixed - (probes if c.split == "holdout" else 0) + len(_wrong_names(Path(c.stage_dir)))
-
-
-def _unit(t: Task, unit: HoldoutUnit) -> str:
-    return unit_of(unit, template=t.spec.metadata.rsi.template, family=t.family, task=t.name)
 
 
 def _reject(ctx: WorkspaceContext, row: CandidateRow, reason: str, detail: str) -> CandidateRow:

@@ -293,3 +293,19 @@ def test_tasks_list_shows_the_template_and_cycle_refuses_a_bad_level(workspace: 
     r = runner.invoke(app, ["-w", root, "cycle", "--budget", "200", "--level", "11"])
     assert r.exit_code == 2 and "--level: 11 does not lie in 1..10" in r.output, r.output
     assert workspace.store.jobs_of(kind="cycle") == []
+
+
+def test_holdout_requests_aim_at_holdout_units_families_in_turn() -> None:
+    from rsi.loop.discover_requests import holdout_requests
+
+    req = DiscoverRequest(n=6, generators=FAMILIES, levels=[1, 2], seed=2, holdout_only=True)
+    covered = {"files/create", "text/count-words"}
+    got = holdout_requests(req, FAMILIES, {}, 10, "template", 0.2, covered)
+    assert got is not None and len(got) == 6 * 25
+    first = [q.template for _, q in got[:8]]
+    assert all(unit_split("template", t or "", 0.2) == "holdout" for t in first)
+    assert not covered & set(first)  # templates the holdout lacks come first ...
+    assert len({(t or "").split("/")[0] for t in first[:5]}) == 5  # ... families taking turns
+    fams = holdout_requests(req, FAMILIES, {}, 10, "family", 0.2, set())
+    assert fams and {q.family for _, q in fams} == {f for f in FAMILIES if unit_split("family", f, 0.2) == "holdout"}
+    assert holdout_requests(req, FAMILIES, {}, 10, "task", 0.2, set()) is None  # by task: filter drafts instead
