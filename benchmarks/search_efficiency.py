@@ -79,6 +79,7 @@ class Cell:
     """One (table, budget): per strategy, (new coverage, adopted a true best) per seed."""
 
     runs: dict[str, list[tuple[int, bool]]] = field(default_factory=lambda: {s: [] for s in STRATEGIES})
+    agree: list[bool] = field(default_factory=list)  # end-to-end runs: new coverage equal to the simulator's
 
     def new(self, strategy: str) -> float:
         return statistics.mean(x for x, _ in self.runs[strategy])
@@ -164,8 +165,10 @@ def run_expand(table: Table, args: argparse.Namespace, tmp: Path) -> dict[int, C
                                                   round_size=args.round_size,
                                                   provider=provider_for(args.sandbox, ws)))  # type: ignore[arg-type]
                     c.store.close()
-                    cell.runs[strategy].append((res.coverage["solved"] - solved,
-                                                res.adopted["label"] in table.best))
+                    new = res.coverage["solved"] - solved
+                    cell.runs[strategy].append((new, res.adopted["label"] in table.best))
+                    sim = simulate(table, strategy, budget, seed, round_size=args.round_size or args.concurrency)
+                    cell.agree.append(new == new_coverage(sim))
                     shutil.rmtree(ws, ignore_errors=True)
             print(f"  budget {budget}: new adaptive {cell.new('adaptive'):.2f} random {cell.new('random'):.2f}",
                   flush=True)
@@ -199,6 +202,10 @@ def report(tables: list[Table], cells: list[dict[int, Cell]], args: argparse.Nam
         best = f"{hits[0]}/{runs} {hits[1]}/{runs}"
         print(f"{budget:>6} {a:>6.2f} {r:>6.2f} {ratio(a, r):>6.2f} {'met' if ok else 'MISSED':>6} "
               f"{f'{worst:.2f} (table {at})':>16} {best:>17}")
+    agree = [x for c in cells for b in args.budgets for x in c[b].agree]
+    if agree:
+        print(f"end-to-end runs whose new coverage equals the simulator's on the same table and seed: "
+              f"{sum(agree)} of {len(agree)}")
     return met
 
 

@@ -119,8 +119,9 @@ def candidates(table: Table) -> list[str]:
 def simulate(table: Table, strategy: str, budget: int, seed: int, round_size: int = 8) -> SearchState:
     rules = table.rules()
     fix = table.fixer()
-    state = SearchState(candidates=candidates(table), tasks=list(rules), base_solved={t for t in rules
-                                                                                      if t.startswith("any")})
+    # tasks in the order rsi expand's pool has them (task directories sorted by name)
+    state = SearchState(candidates=candidates(table), tasks=sorted(rules),
+                        base_solved={t for t in rules if t.startswith("any")})
     spent = r = 0
     while spent < budget:
         cells = next_cells(strategy, state, min(round_size, budget - spent), seed, r, budget - spent)

@@ -222,3 +222,19 @@ def test_every_fix_found_before_the_last_round_is_confirmed() -> None:
                     found.setdefault((cand, task), r)
             r += 1
         assert found and all(state.passes(c, t) >= 2 for (c, t), at in found.items() if at < r - 1), seed
+
+
+@pytest.mark.parametrize("budget", [50, 100])
+def test_adaptive_covers_twice_what_random_covers_on_tables_drawn_at_random(budget: int) -> None:
+    """The P5 benchmark's random solving tables (benchmarks/search_tables.py): other counts per useful value,
+    another best value, another decoy order; rounds one wave (2 cells) wide, as rsi expand plans them."""
+    from benchmarks.search_tables import draw_table
+    from benchmarks.search_tables import new_coverage as new
+    from benchmarks.search_tables import simulate as sim
+
+    tables = [draw_table(i) for i in range(100, 112)]
+    a = statistics.mean(new(sim(t, "adaptive", budget, 1000 * t.index + s, round_size=2)) for t in tables
+                        for s in range(4))
+    r = statistics.mean(new(sim(t, "random", budget, 1000 * t.index + s, round_size=2)) for t in tables
+                        for s in range(4))
+    assert a >= 2.0 * r, (budget, a, r)
