@@ -55,7 +55,14 @@ def test_cycle_runs_every_phase_and_reports(tmp_path: Path) -> None:
     contract = root / "contracts" / "hcp-1.0.yaml"
     c = yaml.safe_load(contract.read_text())
     c["promotion"]["trials_per_task"] = 1
+    # and a two-task regression suite of its own, one trial per task and generation (promote: 2 x 1 x 2 more)
+    c["promotion"]["suites"] = ["suites/mini"]
+    c["promotion"]["suite_trials_per_task"] = 1
     contract.write_text(yaml.safe_dump(c, sort_keys=False))
+    make_task(root / "suites" / "mini", "suite-hello", test=ALWAYS, agent_timeout=300,
+              instruction="Print the word hello with echo.\n")
+    make_task(root / "suites" / "mini", "suite-file", test=ANY_FILE, agent_timeout=300,
+              instruction="Create the file /app/out.txt containing ok.\n")
     # a tighter harness (fewer turns) is always within the contract
     cfg = root / "harness_configs" / "default.yaml"
     cfg.write_text(re.sub(r"max_turns: \d+\n", "max_turns: 3\n", cfg.read_text(), count=1))
@@ -80,7 +87,8 @@ def test_cycle_runs_every_phase_and_reports(tmp_path: Path) -> None:
     # the 5 hand-made holdout tasks, and the discovered one when its digest put it there and the band kept it;
     # promote's share follows (2 generations x 1 trial each), taken from expand's, and the total holds
     assert prom["holdout_tasks"] in (5, 6)
-    assert out["split"]["promote"] == 2 * prom["holdout_tasks"] and sum(out["split"].values()) == 32
+    assert out["split"]["promote"] == 2 * (prom["holdout_tasks"] + 2) and sum(out["split"].values()) == 32
+    assert prom["suite_tasks"] == 2 and prom["suite_parent_rate"] is not None  # the suite was measured too
     if out["verdict"] == "rejected":
         assert prom["failing"], prom  # a rejection names the gates that failed
 
@@ -94,7 +102,7 @@ def test_cycle_runs_every_phase_and_reports(tmp_path: Path) -> None:
     assert trained == 1
     # the budget held: every trial the cycle's phases ran fits the total
     n_trials = db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
-    assert 10 <= n_trials <= 32, n_trials
+    assert 14 <= n_trials <= 32, n_trials
     db.close()
     state = yaml.safe_load((root / "generations" / "gen-0001.yaml").read_text())["state"]
     assert state == out["verdict"]
