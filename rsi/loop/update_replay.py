@@ -6,8 +6,8 @@ run under a config whose behaviour equals the serving config (a mismatch is refu
 regression-suite task never trains, and the contract's acceptance rules pick its accepted ones.
 `rsi.core.training.choose_replay` then takes at most `training.replay_cap` of them, round-robin across
 templates (templates the current data lacks first), within the per-template cap and never from the
-validation slice. A replayed trajectory trains by SFT only (its advantage is 0: the policy that sampled it is gone); its dataset line says `replay` and the generation
-it came from, so the dataset digest covers it.
+validation slice. A replayed trajectory trains by SFT only (its advantage is 0: the policy that sampled it
+is gone); its dataset line says `replay` and the generation it came from, so the dataset digest covers it.
 """
 
 from __future__ import annotations
