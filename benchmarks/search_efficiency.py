@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.policy_server import Policy, serve  # noqa: E402
 from benchmarks.search_tables import Table, adopted, draw_table, new_coverage, simulate  # noqa: E402
 from rsi.loop.context import WorkspaceContext  # noqa: E402
-from rsi.loop.expand import ExpandRequest, expand  # noqa: E402
+from rsi.loop.expand.phase import ExpandRequest, expand  # noqa: E402
 from rsi.loop.init import init_workspace  # noqa: E402
 
 STRATEGIES = ("adaptive", "random")

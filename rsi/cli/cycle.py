@@ -18,8 +18,8 @@ from rsi.loop.hooks import Progress as RunProgress
 from rsi.report.jobs import integrity_text
 
 if TYPE_CHECKING:
-    from rsi.loop.cycle import CycleOutcome
-    from rsi.loop.cycles import CyclesOutcome
+    from rsi.loop.cycle.phase import CycleOutcome
+    from rsi.loop.cycle.runs import CyclesOutcome
 
 
 def register(app: typer.Typer) -> None:
@@ -94,7 +94,7 @@ def summary(out: CycleOutcome) -> Table:
 
 
 def _run(wctx: Any, req: Any, json_out: bool, cycles: int = 1) -> CyclesOutcome:
-    from rsi.loop.cycles import run_cycles
+    from rsi.loop.cycle.runs import run_cycles
 
     if cycles < 1:
         from rsi.core.errors import InputError
@@ -219,7 +219,7 @@ def cycle(
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Run discover -> expand -> update -> promote for the current generation, under one budget per cycle."""
-    from rsi.loop.cycle import CycleRequest
+    from rsi.loop.cycle.phase import CycleRequest
 
     with errors():
         wctx = open_context(ctx)
@@ -250,8 +250,8 @@ def demo(
     """One cycle on a fresh workspace with the embedded model, sized for a 2-core machine; writes the HTML report."""
     from rsi.core.errors import InputError
     from rsi.loop.context import WorkspaceContext
-    from rsi.loop.cycle import plan_split
-    from rsi.loop.demo import demo_request, demo_settings
+    from rsi.loop.cycle.demo import demo_request, demo_settings
+    from rsi.loop.cycle.phase import plan_split
     from rsi.loop.init import init_workspace
 
     t0 = time.monotonic()

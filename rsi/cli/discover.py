@@ -101,9 +101,9 @@ def discover(
     tasks/ when its pass rate lies in the band. Every decision, with its trial ids, is in the database
     (`rsi tasks list --state ...`).
     """
-    from rsi.loop.discover import DiscoverRequest
-    from rsi.loop.discover import discover as run_discover
-    from rsi.loop.discover_reprobe import reprobe as run_reprobe
+    from rsi.loop.discover.phase import DiscoverRequest
+    from rsi.loop.discover.phase import discover as run_discover
+    from rsi.loop.discover.reprobe import reprobe as run_reprobe
 
     with errors():
         wctx = open_context(ctx)

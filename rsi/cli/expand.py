@@ -16,7 +16,7 @@ from rsi.loop.hooks import Progress as RunProgress
 from rsi.report.jobs import integrity_text
 
 if TYPE_CHECKING:
-    from rsi.loop.expand import ExpandOutcome
+    from rsi.loop.expand.phase import ExpandOutcome
 
 
 def register(app: typer.Typer) -> None:
@@ -57,8 +57,8 @@ def expand(
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Expansion: baseline, attribution, config search under a budget, the adopted config."""
-    from rsi.loop.expand import ExpandRequest
-    from rsi.loop.expand import expand as run_expand
+    from rsi.loop.expand.phase import ExpandRequest
+    from rsi.loop.expand.phase import expand as run_expand
 
     with errors():
         wctx = open_context(ctx)

@@ -34,8 +34,8 @@ def promote(
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Evaluate GEN and its parent on the sealed holdout; promote GEN only if every gate passes."""
-    from rsi.loop.promote import PromoteRequest
-    from rsi.loop.promote import promote as run_promote
+    from rsi.loop.promote.phase import PromoteRequest
+    from rsi.loop.promote.phase import promote as run_promote
     from rsi.loop.run import Progress as RunProgress
 
     with errors():
@@ -86,7 +86,7 @@ def rollback(
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Re-promote the generation the current one replaced; the current one becomes rejected."""
-    from rsi.loop.promote import rollback as run_rollback
+    from rsi.loop.promote.phase import rollback as run_rollback
 
     with errors():
         out = run_rollback(open_context(ctx))

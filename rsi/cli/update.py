@@ -32,7 +32,7 @@ def update(
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Update: select accepted trajectories, train a LoRA revision, register a candidate generation."""
-    from rsi.loop.update import UpdateRequest, run_update
+    from rsi.loop.update.phase import UpdateRequest, run_update
 
     with errors():
         cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -2,7 +2,7 @@
 
 As DSPy's bootstrapped few-shot does, a `fewshot` candidate of `rsi expand` replaces the config's
 `prompt.few_shot` with k demonstrations the model itself produced on train tasks it passed. This
-module draws them and renders them; rsi.loop.expand_fewshot reads the trajectories.
+module draws them and renders them; rsi.loop.expand.fewshot reads the trajectories.
 
 - `draw`: k demonstrations, seeded and reproducible (the same demonstrations and seed give the same
   draw, whatever order they came in), diverse across templates: one per template, templates in a

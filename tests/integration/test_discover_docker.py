@@ -16,9 +16,9 @@ import yaml
 
 from rsi.core.discover import TaskDraft
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.discover import DiscoverRequest, discover
-from rsi.loop.generators import GENERATORS, GenRequest
-from rsi.loop.generators.procedural import DOCKERFILE_HEAD, script, verifier
+from rsi.loop.discover.generators import GENERATORS, GenRequest
+from rsi.loop.discover.generators.procedural import DOCKERFILE_HEAD, script, verifier
+from rsi.loop.discover.phase import DiscoverRequest, discover
 from rsi.store.files import load_task, load_tasks
 from tests.integration.test_harness_run import free_port
 

@@ -24,7 +24,7 @@ from benchmarks.policy_server import CONFIG, Policy, rule_for, serve
 from rsi.core.trial import is_infra
 from rsi.exec.trial import TrialEnv
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.expand import ExpandRequest, expand
+from rsi.loop.expand.phase import ExpandRequest, expand
 from rsi.loop.init import init_workspace
 from rsi.sandbox.base import SandboxSpec
 from rsi.sandbox.docker import DockerSandboxProvider

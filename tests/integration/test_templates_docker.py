@@ -12,9 +12,9 @@ import yaml
 
 from rsi.core.discover import TaskDraft
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.discover import DiscoverRequest, discover
-from rsi.loop.generators import GENERATORS, GenRequest, load_generators
-from rsi.loop.generators.procedural import ProceduralFamily
+from rsi.loop.discover.generators import GENERATORS, GenRequest, load_generators
+from rsi.loop.discover.generators.procedural import ProceduralFamily
+from rsi.loop.discover.phase import DiscoverRequest, discover
 from rsi.store.files import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]

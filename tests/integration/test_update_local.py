@@ -22,7 +22,7 @@ import pytest
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.init import init_workspace
 from rsi.loop.run import RunRequest, run_job
-from rsi.loop.update import UpdateRequest, run_update
+from rsi.loop.update.phase import UpdateRequest, run_update
 from rsi.models.client import ChatClient
 from rsi.models.embedded import DEFAULT_MODEL_ID, ensure_server
 from rsi.train.dataset import read_dataset

@@ -18,8 +18,8 @@ from benchmarks.policy_server import CONFIG, Policy, serve
 from rsi.core.discover import TaskDraft
 from rsi.harness.agent import AGENTS
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.cycle import CycleHooks, CycleRequest, cycle, plan_split
-from rsi.loop.generators import GENERATORS, GenRequest
+from rsi.loop.cycle.phase import CycleHooks, CycleRequest, cycle, plan_split
+from rsi.loop.discover.generators import GENERATORS, GenRequest
 from rsi.loop.init import init_workspace
 from rsi.sandbox.fake import FakeSandboxProvider
 from tests.taskgen import make_task
@@ -193,7 +193,7 @@ def test_discover_tops_up_a_short_holdout_split(ctx: WorkspaceContext, provider:
     top = ctx.store.get_job(ph["holdout_job"])
     assert top.kind == "discover" and top.params["holdout_only"] is True
     assert any("this cycle tops it up to" in m for m in hooks.messages)
-    from rsi.loop.promote import holdout_tasks
+    from rsi.loop.promote.phase import holdout_tasks
 
     # asked for the shortfall to the minimum (5) plus a spare, and every one passed the gate
     main_holdout = sum(c.state == "admitted" and c.split == "holdout" for c in ctx.store.candidates(ph["job"]))
@@ -207,7 +207,7 @@ def test_discover_tops_up_a_short_holdout_split(ctx: WorkspaceContext, provider:
 def test_promote_share_follows_the_holdout_discover_left(ctx: WorkspaceContext) -> None:
     """A discovered task the digest puts in holdout must be measured too: promote's share grows, expand's
     shrinks by as much, and the total (and the recorded split) holds."""
-    from rsi.loop.cycle import _Cycle, _open_job
+    from rsi.loop.cycle.phase import _Cycle, _open_job
 
     req = CycleRequest(budget=100)
     job_id, gen, split = _open_job(ctx, req)
@@ -225,7 +225,7 @@ def test_promote_share_follows_the_holdout_discover_left(ctx: WorkspaceContext) 
 def test_each_cycle_draws_new_candidates_by_default(ctx: WorkspaceContext) -> None:
     """A second cycle with the first one's discover seed would regenerate the same candidates (all refused as
     taken): by default a cycle's seed is the count of the cycles before it; --seed pins it; a resume keeps it."""
-    from rsi.loop.cycle import _Cycle, _open_job
+    from rsi.loop.cycle.phase import _Cycle, _open_job
 
     first = _open_job(ctx, CycleRequest(budget=100))[0]
     second = _open_job(ctx, CycleRequest(budget=100))[0]
@@ -242,7 +242,7 @@ def test_cycles_compound_until_a_candidate_is_not_promoted(ctx: WorkspaceContext
     from rich.console import Console
 
     from rsi.cli.cycle import generations_table
-    from rsi.loop.cycles import run_cycles
+    from rsi.loop.cycle.runs import run_cycles
 
     res = run_cycles(ctx, _req(provider, tmp_path), 3, Recorder())
     assert [r.parent for r in res.rows] == ["gen-0000", "gen-0001"]

@@ -13,7 +13,7 @@ from rsi.cli.app import app
 from rsi.core.generation import AdapterRef, GenerationState, HarnessRef
 from rsi.harness.agent import AGENTS
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.promote import PromoteRequest, promote
+from rsi.loop.promote.phase import PromoteRequest, promote
 from rsi.report.diff import build_diff, config_diff, flip
 from rsi.report.diff_render import markdown
 from rsi.sandbox.fake import FakeSandboxProvider

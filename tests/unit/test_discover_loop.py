@@ -19,9 +19,9 @@ from rsi.core.errors import ConfigError
 from rsi.harness.agent import AGENTS, AgentContext, AgentOutcome
 from rsi.harness.builtin import NopAgent, OracleAgent
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.discover import DiscoverRequest, discover
-from rsi.loop.generators import GENERATORS, GeneratorError, GenRequest
-from rsi.loop.generators.procedural import WORDS
+from rsi.loop.discover.generators import GENERATORS, GeneratorError, GenRequest
+from rsi.loop.discover.generators.procedural import WORDS
+from rsi.loop.discover.phase import DiscoverRequest, discover
 from rsi.sandbox.base import Sandbox
 from rsi.sandbox.fake import FakeSandboxProvider
 from rsi.store.files import load_tasks
@@ -205,7 +205,7 @@ def test_holdout_only_keeps_holdout_candidates(ws: WorkspaceContext, provider: F
 def test_reprobe_retires_easy_and_broken_tasks_and_moves_the_curriculum(
     ws: WorkspaceContext, provider: FakeSandboxProvider
 ) -> None:
-    from rsi.loop.discover_reprobe import reprobe
+    from rsi.loop.discover.reprobe import reprobe
     from tests.taskgen import make_task
 
     tasks = ws.ws.tasks_dir
@@ -229,7 +229,7 @@ def test_reprobe_retires_easy_and_broken_tasks_and_moves_the_curriculum(
     levels = ws.store.curriculum()
     assert levels["fam-a"].level == 2 and levels["fam-b"].level == 2  # up (above the band), down (all at 0)
     # a retired task leaves the pool discovery draws from
-    from rsi.loop.discover import _pool
+    from rsi.loop.discover.phase import _pool
 
     assert [t.name for t in _pool(ws)] == ["hard"]
 
@@ -241,8 +241,8 @@ sys.path.insert(0, {repo!r})
 import tests.unit.test_discover_loop as m
 from rsi.harness.agent import AGENTS
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.discover import DiscoverRequest, discover
-from rsi.loop.generators import GENERATORS
+from rsi.loop.discover.phase import DiscoverRequest, discover
+from rsi.loop.discover.generators import GENERATORS
 from rsi.sandbox.fake import FakeSandboxProvider
 
 class Slow(m.FakeGen):

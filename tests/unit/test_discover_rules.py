@@ -22,9 +22,9 @@ from rsi.core.discover import (
 )
 from rsi.core.errors import NotFoundError
 from rsi.core.task import parse_task_toml
-from rsi.loop.generators import GENERATORS, GeneratorError, GenRequest, PoolTask, load_generators
-from rsi.loop.generators.model import parse_proposal
-from rsi.loop.generators.procedural import ProceduralFamily
+from rsi.loop.discover.generators import GENERATORS, GeneratorError, GenRequest, PoolTask, load_generators
+from rsi.loop.discover.generators.model import parse_proposal
+from rsi.loop.discover.generators.procedural import ProceduralFamily
 from rsi.store.bundled import bundled_contract
 from rsi.store.files import load_contract
 

@@ -18,9 +18,9 @@ from rsi.core.errors import ConfigError, InputError
 from rsi.core.trial import is_infra
 from rsi.exec.trial import TrialEnv
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.expand import ExpandRequest, expand, pool_tasks
-from rsi.loop.expand_evidence import Pool
-from rsi.loop.expand_outcome import FALLBACK, preflight
+from rsi.loop.expand.evidence import Pool
+from rsi.loop.expand.outcome import FALLBACK, preflight
+from rsi.loop.expand.phase import ExpandRequest, expand, pool_tasks
 from rsi.loop.init import init_workspace
 from rsi.sandbox.fake import FakeSandboxProvider
 from rsi.store.tables import JobRow
@@ -289,7 +289,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {repo!r})
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.expand import ExpandRequest, expand
+from rsi.loop.expand.phase import ExpandRequest, expand
 from rsi.sandbox.fake import FakeSandboxProvider
 
 def fast(env):

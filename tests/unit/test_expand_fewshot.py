@@ -17,8 +17,8 @@ from rsi.cli.app import app
 from rsi.core.errors import InputError
 from rsi.exec.trial import TrialEnv
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.expand import ExpandRequest, expand, pool_tasks
-from rsi.loop.expand_fewshot import demo_tasks, fewshot_candidates, load_demos
+from rsi.loop.expand.fewshot import demo_tasks, fewshot_candidates, load_demos
+from rsi.loop.expand.phase import ExpandRequest, expand, pool_tasks
 from rsi.loop.init import init_workspace
 from rsi.loop.run import RunRequest, run_job
 from rsi.sandbox.fake import FakeSandboxProvider

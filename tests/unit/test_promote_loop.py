@@ -18,7 +18,7 @@ from rsi.core.generation import GenerationState
 from rsi.harness.agent import AGENTS, AgentContext, AgentOutcome
 from rsi.harness.builtin import NopAgent, OracleAgent
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.promote import PromoteRequest, holdout_tasks, promote, rollback
+from rsi.loop.promote.phase import PromoteRequest, holdout_tasks, promote, rollback
 from rsi.sandbox.base import Sandbox
 from rsi.sandbox.fake import FakeSandboxProvider
 from rsi.store.files import load_manifest, write_yaml_model

@@ -20,10 +20,10 @@ from rsi.core.generation import GenerationState
 from rsi.core.promotion import TaskOutcome, evaluate
 from rsi.harness.agent import AGENTS
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.discover import DiscoverRequest, discover
-from rsi.loop.generators import GENERATORS, GenRequest, load_generators
-from rsi.loop.generators.procedural import WORDS, Level, ProceduralFamily, Template
-from rsi.loop.promote import PromoteRequest, holdout_units, promote
+from rsi.loop.discover.generators import GENERATORS, GenRequest, load_generators
+from rsi.loop.discover.generators.procedural import WORDS, Level, ProceduralFamily, Template
+from rsi.loop.discover.phase import DiscoverRequest, discover
+from rsi.loop.promote.phase import PromoteRequest, holdout_units, promote
 from rsi.sandbox.fake import FakeSandboxProvider
 from rsi.store.files import load_contract, load_tasks, write_yaml_model
 from tests.taskgen import R
@@ -296,7 +296,7 @@ def test_tasks_list_shows_the_template_and_cycle_refuses_a_bad_level(workspace: 
 
 
 def test_holdout_requests_aim_at_holdout_units_families_in_turn() -> None:
-    from rsi.loop.discover_requests import holdout_requests
+    from rsi.loop.discover.requests import holdout_requests
 
     req = DiscoverRequest(n=6, generators=FAMILIES, levels=[1, 2], seed=2, holdout_only=True)
     covered = {"files/create", "text/count-words"}

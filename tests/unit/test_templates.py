@@ -12,8 +12,8 @@ import pytest
 
 from rsi.core.discover import TaskDraft, content_digest, render_task
 from rsi.core.task import parse_task_toml
-from rsi.loop.generators import GENERATORS, GenRequest, load_generators
-from rsi.loop.generators.procedural import USERS, WORDS, ProceduralFamily, Template
+from rsi.loop.discover.generators import GENERATORS, GenRequest, load_generators
+from rsi.loop.discover.generators.procedural import USERS, WORDS, ProceduralFamily, Template
 from tests.unit.test_discover_rules import _run_on_host
 
 load_generators()

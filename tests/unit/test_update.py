@@ -18,7 +18,7 @@ from rsi.core.contract import Contract
 from rsi.core.errors import ConfigError
 from rsi.core.training import TrialRecord, group_advantages, select
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.update import UpdateFailed, UpdateRequest, run_update
+from rsi.loop.update.phase import UpdateFailed, UpdateRequest, run_update
 from rsi.train.dataset import DatasetLine, openai_line, trl_line
 from rsi.train.peft_dir import AdapterCheckError, check_peft_dir
 from tests.updatekit import T, add_trials, workspace

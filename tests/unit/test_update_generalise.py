@@ -17,7 +17,7 @@ from rsi.core.contract import Contract
 from rsi.core.generation import GenerationManifest, GenerationState
 from rsi.core.training import TrainSettings, TrialRecord, choose_replay, in_validation, select, template_key
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.update import UpdateRequest, run_update
+from rsi.loop.update.phase import UpdateRequest, run_update
 from rsi.train.dataset import read_dataset
 from rsi.train.fit import EarlyStop
 from tests.updatekit import T, add_trials, workspace
@@ -124,7 +124,7 @@ def _child_generation(ctx: WorkspaceContext) -> None:
 def test_update_replays_earlier_generations_and_records_it(ctx: WorkspaceContext,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     (a, b) = templates(2, validation=False)
-    monkeypatch.setattr("rsi.loop.update.task_templates",
+    monkeypatch.setattr("rsi.loop.update.phase.task_templates",
                         lambda _ctx: {"digest-old1": a, "digest-old2": b, "digest-new": a})
     add_trials(ctx, [T("old1", 0, 1.0, reply="```bash\necho one > /app/o\n```\n"),
                      T("old2", 0, 1.0, reply="```bash\nprintf two > /app/t\n```\n"),

@@ -43,9 +43,9 @@ from rsi.core.errors import ConfigError, InputError, RsiError
 from rsi.core.task import Task
 from rsi.loop.arms import ArmPlan, resolve_arms
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.discover_requests import holdout_requests, plain_requests
-from rsi.loop.discover_stages import admit, awaits_probe, evaluate_controls, evaluate_oracle, evaluate_probe
-from rsi.loop.generators import GENERATORS, GeneratorError, GenRequest, PoolTask, Proposer, load_generators
+from rsi.loop.discover.generators import GENERATORS, GeneratorError, GenRequest, PoolTask, Proposer, load_generators
+from rsi.loop.discover.requests import holdout_requests, plain_requests
+from rsi.loop.discover.stages import admit, awaits_probe, evaluate_controls, evaluate_oracle, evaluate_probe
 from rsi.loop.hooks import DiscoverHooks
 from rsi.loop.run import new_job_id
 from rsi.loop.stages import ChildJobs, Stage

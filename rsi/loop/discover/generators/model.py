@@ -17,8 +17,8 @@ import jinja2
 
 from rsi.core.discover import TaskDraft
 from rsi.core.errors import RsiError
-from rsi.loop.generators import GENERATORS, GeneratorError, GenRequest
-from rsi.loop.generators.procedural import DOCKERFILE_HEAD
+from rsi.loop.discover.generators import GENERATORS, GeneratorError, GenRequest
+from rsi.loop.discover.generators.procedural import DOCKERFILE_HEAD
 
 TEMPLATE = Path(__file__).with_name("propose.md.j2")
 SECTIONS = ("instruction", "setup.sh", "test.sh", "solve.sh", "wrong.sh")

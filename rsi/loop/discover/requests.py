@@ -1,4 +1,4 @@
-"""The deterministic sequence of generator calls a discover job makes (rsi.loop.discover).
+"""The deterministic sequence of generator calls a discover job makes (rsi.loop.discover.phase).
 
 Generators take turns, seeds count up from the job's base seed, and the level is the request's (`levels`
 cycles through several, `difficulty` pins one) or the family's curriculum level. A holdout-only job under a
@@ -14,8 +14,8 @@ from typing import Protocol
 
 from rsi.core.contract import HoldoutUnit
 from rsi.core.discover import unit_split
-from rsi.loop.generators import GENERATORS, GenRequest
-from rsi.loop.generators.procedural import ProceduralFamily
+from rsi.loop.discover.generators import GENERATORS, GenRequest
+from rsi.loop.discover.generators.procedural import ProceduralFamily
 
 HOLDOUT_TRIES = 25  # requests per wanted candidate when holdout-only must filter drafts by their split
 

@@ -21,7 +21,7 @@ from rsi.core.harness_config import HarnessConfig
 from rsi.core.training import Selection, TrialRecord, choose_replay, select
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.suites import suite_digests
-from rsi.loop.update_data import ConfigGate, LoadedTrial, dataset_line, load_trial
+from rsi.loop.update.data import ConfigGate, LoadedTrial, dataset_line, load_trial
 from rsi.store.files import load_pool
 from rsi.train.dataset import DatasetLine
 

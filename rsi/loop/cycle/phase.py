@@ -30,15 +30,15 @@ from rsi.core.errors import ConfigError, InputError
 from rsi.core.promotion import min_tasks, unit_word
 from rsi.exec.trial import TrialEnv
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.discover import DiscoverRequest, discover, next_seed
-from rsi.loop.expand import ExpandRequest, expand
-from rsi.loop.expand_candidates import Reflector
-from rsi.loop.generators import GENERATORS, load_generators
+from rsi.loop.discover.generators import GENERATORS, load_generators
+from rsi.loop.discover.phase import DiscoverRequest, discover, next_seed
+from rsi.loop.expand.candidates import Reflector
+from rsi.loop.expand.phase import ExpandRequest, expand
 from rsi.loop.hooks import CycleHooks, DiscoverHooks, ExpandHooks, Progress
-from rsi.loop.promote import PromoteRequest, holdout_tasks, holdout_units, promote
+from rsi.loop.promote.phase import PromoteRequest, holdout_tasks, holdout_units, promote
 from rsi.loop.run import new_job_id
 from rsi.loop.suites import suite_tasks
-from rsi.loop.update import UpdateFailed, UpdateRequest, run_update
+from rsi.loop.update.phase import UpdateFailed, UpdateRequest, run_update
 from rsi.sandbox.base import SandboxProvider
 
 PHASES = ("discover", "expand", "update", "promote")

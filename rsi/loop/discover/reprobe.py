@@ -18,7 +18,7 @@ from rsi.core.discover import next_level
 from rsi.core.trial import TrialStatus, is_infra
 from rsi.loop.arms import ArmPlan, resolve_arms
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.discover_stages import probe_rate
+from rsi.loop.discover.stages import probe_rate
 from rsi.loop.run import Progress, new_job_id
 from rsi.loop.stages import ChildJobs, Stage
 from rsi.sandbox.base import SandboxProvider
@@ -38,7 +38,7 @@ class ReprobeOutcome:
 def reprobe(ctx: WorkspaceContext, *, generation: str | None, attempts: int | None, band: tuple[float, float] | None,
             budget: float | None, concurrency: int, stage_progress: Callable[[str], Progress] | None = None,
             probe_agent: str = "harness", provider: SandboxProvider | None = None) -> ReprobeOutcome:
-    from rsi.loop.discover import _pool
+    from rsi.loop.discover.phase import _pool
 
     store, contract = ctx.store, ctx.contract
     gen = ctx.generation(generation)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from rsi.loop.generators.procedural import (
+from rsi.loop.discover.generators.procedural import (
     USERS,
     WORDS,
     Level,

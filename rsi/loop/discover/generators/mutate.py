@@ -11,8 +11,8 @@ from __future__ import annotations
 import random
 
 from rsi.core.discover import TaskDraft
-from rsi.loop.generators import GENERATORS, GeneratorError, GenRequest
-from rsi.loop.generators.procedural import ProceduralFamily
+from rsi.loop.discover.generators import GENERATORS, GeneratorError, GenRequest
+from rsi.loop.discover.generators.procedural import ProceduralFamily
 
 
 class MutateGenerator:

@@ -21,7 +21,7 @@ from rsi.core.pareto import Outcome
 from rsi.core.trial import is_infra
 from rsi.loop.arms import ArmPlan
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.expand_evidence import BASELINE, Pool, read_book, search_outcome, verdicts
+from rsi.loop.expand.evidence import BASELINE, Pool, read_book, search_outcome, verdicts
 from rsi.loop.stages import ChildJobs
 from rsi.store.files import write_atomic
 
@@ -53,7 +53,7 @@ class Preflight:
 
     @property
     def controls_now(self) -> int:
-        """Controls run before the search: at most half of what the baseline leaves (rsi.loop.expand);
+        """Controls run before the search: at most half of what the baseline leaves (rsi.loop.expand.phase);
         the rest wait until the search is done. Tokens: controls spend none, all run first."""
         if not self.searching or self.unit == "tokens":
             return self.control_trials

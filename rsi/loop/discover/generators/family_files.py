@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from rsi.loop.generators.procedural import (
+from rsi.loop.discover.generators.procedural import (
     WORDS,
     Level,
     ProceduralFamily,

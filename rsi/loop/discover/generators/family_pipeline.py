@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from rsi.loop.generators.procedural import (
+from rsi.loop.discover.generators.procedural import (
     PLAIN,
     USERS,
     WORDS,

@@ -4,9 +4,9 @@
    one named with --from-job), else the generation's own config. The candidate is served with it.
 2. **trials**: the generation's harness trials as `update` may read them (holdout sealed in SQL),
    from the named jobs and their child jobs when --from-job is given; each must have run under the
-   serving config (rsi.loop.update_data.ConfigGate) or it is refused with the reason.
+   serving config (rsi.loop.update.data.ConfigGate) or it is refused with the reason.
 3. **selection** (rsi.core.training.select: acceptance, per-template cap, validation slice) + **replay**
-   of earlier generations (rsi.loop.update_replay) -> **dataset** (rsi.train.dataset) -> **backend**, with
+   of earlier generations (rsi.loop.update.replay) -> **dataset** (rsi.train.dataset) -> **backend**, with
    the KL coefficient resolved against the contract (`training.kl_coef` is a floor).
 4. **candidate**: the adapter is checked (rsi.train.peft_dir), copied to
    `adapters/<lineage>/g<N>-<sha8>/`, loaded into the running endpoint under its new serve name
@@ -31,8 +31,8 @@ from rsi.core.harness_config import HarnessConfig
 from rsi.core.training import OBJECTIVES, TrainSettings, select
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.suites import suite_digests
-from rsi.loop.update_data import ConfigGate, LoadedTrial, dataset_line, load_trial
-from rsi.loop.update_replay import gather_replay, task_templates
+from rsi.loop.update.data import ConfigGate, LoadedTrial, dataset_line, load_trial
+from rsi.loop.update.replay import gather_replay, task_templates
 from rsi.store.files import write_yaml_model
 from rsi.train.backends import BACKENDS
 from rsi.train.base import Log, Progress, TrainError, TrainRequest, TrainResult

@@ -13,11 +13,11 @@ again by its stage key, so a killed expand resumes without re-paying a finished 
    rest run once the search is done;
 4. **candidates**: the user's `--candidate` patches, the config's `search_space` variants,
    `fewshot` candidates (k demonstrations drawn from the generation's own passing train trajectories,
-   rsi.loop.expand_fewshot) and reflective proposals (all contract-checked), asked of
+   rsi.loop.expand.fewshot) and reflective proposals (all contract-checked), asked of
    `expand.proposer` in rsi.yaml when set, else of the generation's own model;
 5. **search** rounds (`adaptive` | `random` | `grid`, rsi.core.search) until the budget is spent
    or nothing is left worth running; verdicts are revised after every round;
-6. **outcome** (rsi.loop.expand_outcome): coverage, best single config, the adopted config.
+6. **outcome** (rsi.loop.expand.outcome): coverage, best single config, the adopted config.
 The budget (limit, and spent per phase, computed from the recorded trials) is stored with the job;
 `--resume JOB --budget M` continues with a larger limit and refuses changed settings.
 """
@@ -44,7 +44,7 @@ from rsi.exec.trial import TrialEnv
 from rsi.exec.verifier_offline import check_verifiers_offline
 from rsi.loop.arms import ArmPlan, resolve_arms
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.expand_candidates import (
+from rsi.loop.expand.candidates import (
     ModelReflector,
     Reflector,
     candidate_plans,
@@ -53,9 +53,9 @@ from rsi.loop.expand_candidates import (
     reflective_candidates,
     search_space_candidates,
 )
-from rsi.loop.expand_evidence import BASELINE, Pool, read_book, record_verdicts, search_state, verdicts
-from rsi.loop.expand_fewshot import DEFAULT_K, demo_tasks, fewshot_candidates
-from rsi.loop.expand_outcome import ExpandOutcome, Preflight, build_outcome, preflight
+from rsi.loop.expand.evidence import BASELINE, Pool, read_book, record_verdicts, search_state, verdicts
+from rsi.loop.expand.fewshot import DEFAULT_K, demo_tasks, fewshot_candidates
+from rsi.loop.expand.outcome import ExpandOutcome, Preflight, build_outcome, preflight
 from rsi.loop.hooks import ExpandHooks
 from rsi.loop.run import new_job_id, tasks_fingerprint
 from rsi.loop.stages import ChildJobs, Stage, row_cost

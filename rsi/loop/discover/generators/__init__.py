@@ -86,7 +86,7 @@ GENERATORS: Registry[Generator] = Registry("generator")
 
 def load_generators() -> list[str]:
     """Register every built-in generator; return their names."""
-    from rsi.loop.generators import (  # noqa: F401  (register on import)
+    from rsi.loop.discover.generators import (  # noqa: F401  (register on import)
         family_data,
         family_files,
         family_logs,

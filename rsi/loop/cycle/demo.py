@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rsi.loop.cycle import CycleRequest
+from rsi.loop.cycle.phase import CycleRequest
 
 # Discover draws from all six procedural families at levels 1 and 2, where each family has 4-5 templates per
 # level. The contract splits by template, so the holdout holds templates the update never trains on: the demo

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from rsi.core.discover import TaskDraft
-from rsi.loop.generators import GENERATORS, GeneratorError, GenRequest
+from rsi.loop.discover.generators import GENERATORS, GeneratorError, GenRequest
 
 WORDS = (
     "amber", "apple", "arrow", "aspen", "badge", "basil", "beacon", "birch", "bison", "cabin", "canyon", "cedar",

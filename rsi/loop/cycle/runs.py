@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.cycle import CycleOutcome, CycleRequest, cycle
+from rsi.loop.cycle.phase import CycleOutcome, CycleRequest, cycle
 from rsi.loop.hooks import CycleHooks
 
 

@@ -9,7 +9,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from rsi.loop.generators.procedural import (
+from rsi.loop.discover.generators.procedural import (
     WORDS,
     Level,
     ProceduralFamily,

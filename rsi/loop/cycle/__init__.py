@@ -1,0 +1,1 @@
+"""Cycle: discover, expand, update and promote chained into one resumable job (and the demo)."""

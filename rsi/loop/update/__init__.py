@@ -1,0 +1,1 @@
+"""Update: turn accepted trajectories into a dataset, train, and register a candidate generation."""
