@@ -97,7 +97,10 @@ def render(out: ExpandOutcome) -> None:
     a = out.adopted
     if a.get("new", True):
         diff = "; ".join(f"{d['path']}: {d['from']!r} -> {d['to']!r}" for d in a["diff"]) or "no change"
-        t.add_row("adopted", f"{a['name']} ({a['digest'][:12]}) at {a['path']}: {diff}")
+        won = next((c for c in out.configs if c.label == a.get("label")), None)
+        test = (f"; better on {won.wins} task(s), worse on {won.losses}, one-sided sign test p={won.p_value:.3g}"
+                if won is not None else "")
+        t.add_row("adopted", f"{a['name']} ({a['digest'][:12]}) at {a['path']}: {diff}{test}")
     else:
         t.add_row("adopted", f"none: no candidate beat the baseline; {a['name']} ({a['digest'][:12]}) stays")
     t.add_row("attribution", ", ".join(f"{k} {v}" for k, v in out.attribution.items()))
@@ -108,11 +111,12 @@ def render(out: ExpandOutcome) -> None:
     t.add_row("integrity", integrity_text(out.integrity))
     console.print(t)
     ct = Table(title="configs (per-task Pareto front below)")
-    for col in ("config", "solved", "run", "pass rate", "Wilson 95%", "regressions"):
+    for col in ("config", "solved", "run", "pass rate", "Wilson 95%", "vs baseline (better/worse, p)", "regressions"):
         ct.add_column(col)
     for line in out.configs:
+        vs = "-" if line.label == out.baseline.label else f"{line.wins}/{line.losses}, p={line.p_value:.3g}"
         ct.add_row(line.label, str(line.tasks_solved), str(line.tasks_run), _pct(line.rate),
-                   f"[{_pct(line.ci[0])}, {_pct(line.ci[1])}]", ", ".join(line.regressions) or "-")
+                   f"[{_pct(line.ci[0])}, {_pct(line.ci[1])}]", vs, ", ".join(line.regressions) or "-")
     console.print(ct)
     ft = Table(title="per-task front")
     ft.add_column("task")

@@ -233,7 +233,7 @@ def test_endpoint_errors_are_infra_never_a_verdict(
 
 
 def test_adopted_config_loads_back(ctx: WorkspaceContext, provider: FakeSandboxProvider,
-                                   policy: tuple[Policy, str]) -> None:
+                                   policy: tuple[Policy, str], monkeypatch: pytest.MonkeyPatch) -> None:
     for i in range(4):  # five tasks only temperature 0.2 solves: a gain beyond noise (sign test p = 1/32)
         policy[0].rules[f"cold-{i}"] = rule_for({"temperature": 0.2})
         make_task(ctx.ws.tasks_dir, f"cold-{i}")
@@ -246,6 +246,15 @@ def test_adopted_config_loads_back(ctx: WorkspaceContext, provider: FakeSandboxP
     assert [d["path"] for d in out.adopted["diff"]] == ["sampling.temperature"]
     data = yaml.safe_load(path.read_text())
     assert data["name"] == out.adopted["name"] != "policy"
+    # the terminal summary shows the test the adoption passed, as the user reads it
+    from rich.console import Console
+
+    import rsi.cli.expand as cli_expand
+    rec = Console(record=True, width=400)
+    monkeypatch.setattr(cli_expand, "console", rec)
+    cli_expand.render(out)
+    text = rec.export_text()
+    assert "better on 5 task(s), worse on 0, one-sided sign test p=0.0312" in text, text
 
 
 def test_no_gain_keeps_the_baseline_and_writes_no_file(ctx: WorkspaceContext, provider: FakeSandboxProvider) -> None:
