@@ -179,6 +179,8 @@ def test_budget_stop_then_resume_with_more(ctx: WorkspaceContext, provider: Fake
     assert out.budget["spent"]["all"] == out.trials <= 12
     with pytest.raises(ConfigError, match="other settings"):
         expand(ctx, _req(provider, resume=out.job_id, strategy="random"))
+    with pytest.raises(ConfigError, match=r"other settings \(fewshot\)"):  # refused, never silently ignored
+        expand(ctx, _req(provider, resume=out.job_id, fewshot=3))
     again = expand(ctx, _req(provider, resume=out.job_id, budget=60))
     assert not again.interrupted and again.coverage["solved"] == 3
     ids = [t.id for j in ctx.store.child_jobs(out.job_id) for t in ctx.store.trials(j.id)]

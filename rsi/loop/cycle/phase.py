@@ -288,10 +288,12 @@ class _Cycle:
 
         if resume is None:
             self.replan_promote()
-        ereq = ExpandRequest(budget=self.split["expand"], generation=None if resume else self.gen, resume=resume,
-                             attempts=r.expand_attempts, concurrency=r.concurrency, proposals=r.proposals,
-                             round_size=r.round_size, reflector=r.reflector, seed=self.seed, provider=r.provider,
-                             trial_env_hook=r.trial_env_hook)
+        # a resumed expand runs with its own job's settings: the cycle's (perhaps other) options are not passed
+        settings = {} if resume else {"generation": self.gen, "attempts": r.expand_attempts,
+                                      "proposals": r.proposals, "seed": self.seed}
+        ereq = ExpandRequest(budget=self.split["expand"], resume=resume, concurrency=r.concurrency,
+                             round_size=r.round_size, reflector=r.reflector, provider=r.provider,
+                             trial_env_hook=r.trial_env_hook, **settings)  # type: ignore[arg-type]
         try:
             out = expand(self.ctx, ereq, Hooks())
         except InputError as e:  # its share cannot cover the baseline: update still has discover's probes

@@ -150,9 +150,11 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
             raise ConfigError(f"--resume {job.id}: that is a {job.kind} job, not an expand job")
         p = job.params
         asked = {"generation": req.generation, "tasks": req.tasks, "strategy": req.strategy, "seed": req.seed,
-                 "attempts": req.attempts, "unit": req.unit}
+                 "attempts": req.attempts, "unit": req.unit, "proposals": req.proposals, "fewshot": req.fewshot}
         defaults = ExpandRequest()
-        changed = [k for k, v in asked.items() if v is not None and v != getattr(defaults, k) and v != p.get(k)]
+        ran = {**p, "fewshot": p.get("fewshot", 0)}  # jobs from before few-shot search ran without it
+        # a setting the user gave (not the default) that differs from the job's is refused, never ignored
+        changed = [k for k, v in asked.items() if v is not None and v != getattr(defaults, k) and v != ran.get(k)]
         if changed:
             raise ConfigError(f"--resume {job.id}: the job ran with other settings ({', '.join(changed)}); "
                               "start a new expand instead")
