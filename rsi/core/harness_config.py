@@ -37,6 +37,7 @@ from pydantic import (
 from rsi.core.contract import Contract
 from rsi.core.digest import digest_obj
 from rsi.core.errors import pydantic_field
+from rsi.core.mol import MolSpec
 
 EMBEDDED_ENDPOINT = "embedded"
 
@@ -139,6 +140,16 @@ class HarnessConfig(_Strict):
     limits: ConfigLimits = Field(default_factory=ConfigLimits)
     tools: list[str] = Field(default_factory=lambda: ["bash", "submit"])
     search_space: dict[str, list[Any]] = Field(default_factory=dict)
+    # Mixture-of-LoRA (rsi.core.mol): the grouping of families into adapters. Left out of the JSON form
+    # when unset, so a config without it keeps the digest it had before the field existed.
+    mol: MolSpec | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_no_mol(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("mol", 0) is None:
+            data.pop("mol")
+        return data
 
     @model_validator(mode="after")
     def _few_shot_format(self) -> HarnessConfig:
@@ -206,7 +217,7 @@ _CanonicalDumper.add_representer(str, _represent_str)
 # The roots `rsi expand` may vary through `search_space`.
 EXPANDABLE_ROOTS: tuple[str, ...] = ("prompt", "sampling", "loop", "action_format", "tools", "limits")
 # Paths no variant may set: the config's identity-of-record and the expansion plan itself.
-FROZEN_PATHS: tuple[str, ...] = ("schema_version", "name", "contract", "model.endpoint", "search_space")
+FROZEN_PATHS: tuple[str, ...] = ("schema_version", "name", "contract", "model.endpoint", "search_space", "mol")
 
 _INDEX = re.compile(r"\[(\d+)\]")
 
@@ -361,6 +372,9 @@ def config_violations(config: HarnessConfig, contract: Contract) -> list[str]:
         if tool not in contract.substrate.tools:
             known = ", ".join(contract.substrate.tools)
             out.append(f"tools[{i}]: '{tool}' is not in the contract substrate ({known})")
+    if config.mol is not None:
+        ceiling("mol.summary_tokens", config.mol.summary_tokens, lim.max_tokens_per_turn,
+                "limits.max_tokens_per_turn")
     if config.action_format == "text" and "bash" not in config.tools:
         out.append("tools: action_format 'text' needs the 'bash' tool")
     for i, shot in enumerate(config.prompt.few_shot):

@@ -88,6 +88,11 @@ def completion_body(req: GenRequest, res: GenResult, cid: str, created: int,
         ],
         "usage": _usage(res),
     }
+    if res.choice_scores is not None:  # a choice request: the label's margin over the runner-up (nats)
+        ranked = sorted(res.choice_scores.values(), reverse=True)
+        body["choices"][0]["choice"] = {
+            "label": res.text, "margin": round(ranked[0] - ranked[1], 6) if len(ranked) > 1 else 0.0,
+            "scores": res.choice_scores}
     if token_ids:  # vLLM's `return_token_ids`
         body["prompt_token_ids"] = res.prompt_ids
         body["choices"][0]["token_ids"] = res.completion_ids

@@ -35,6 +35,7 @@ class GenRequest:
     stop: list[str] = field(default_factory=list)
     seed: int | None = None
     logprobs: bool = False  # record each sampled token's logprob (raw model distribution, as vLLM)
+    choice: list[str] | None = None  # a choice constraint: the answer is the best-scored label
 
     @property
     def greedy(self) -> bool:
@@ -57,6 +58,8 @@ class GenResult:
     prompt_ids: list[int] = field(default_factory=list)  # the exact prompt tokens (vLLM `prompt_token_ids`)
     logprobs: list[float] | None = None  # per completion token, when the request asked for them
     tokens: list[str] | None = None  # the completion tokens as strings, with `logprobs`
+    # a choice request: label -> summed log-probability of its tokens after the prompt
+    choice_scores: dict[str, float] | None = None
 
 
 def complete_json_call(text: str) -> bool:

@@ -40,6 +40,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache  # no
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 from rsi.core.errors import RsiError  # noqa: E402
+from rsi.models.server.choice import score_labels  # noqa: E402
 from rsi.models.server.decode import Batch, GenRequest, GenResult, Row  # noqa: E402
 from rsi.models.server.kernels import apply_kernels  # noqa: E402
 from rsi.models.server.kv_cache import PrefixCache, cache_layers  # noqa: E402
@@ -383,6 +384,9 @@ class Engine:
     def _admit(self) -> None:
         while (job := self._next_job()) is not None:
             try:
+                if job.request.choice is not None:
+                    job._resolve(self._choose(job))
+                    continue
                 row, kv, logits = self._prefill(job)
             except EngineError as e:
                 job._resolve(error=e)
@@ -422,6 +426,26 @@ class Engine:
         row.kv_len = int(ids.numel())
         layers = cache_layers(cache)
         return row, layers, out.logits[:, -1, :]
+
+    @torch.inference_mode()
+    def _choose(self, job: Job) -> GenResult:
+        """A choice request: the best-scored label (rsi.models.server.choice), never a sampled token."""
+        labels = job.request.choice or []
+        row, kv, logits = self._prefill(job)
+        label_ids = [list(self.tokenizer(lab, add_special_tokens=False)["input_ids"]) for lab in labels]
+        if any(not ids for ids in label_ids):
+            raise EngineError("structured_outputs.choice: a label encodes to no token")
+        names = self._adapter_names([row])
+        scores = score_labels(self.model, kv, logits[0], label_ids, names[0] if names else None)
+        if self.prefix_cache.enabled and int(kv[0][0].shape[2]) == int(row.prompt_ids.numel()):
+            self.prefix_cache.insert(self._kv_key(row.adapter), row.prompt_ids, kv)
+        best = max(range(len(labels)), key=lambda i: scores[i])
+        return GenResult(
+            text=labels[best], tool_calls=[], finish_reason="stop", prompt_tokens=int(row.prompt_ids.numel()),
+            completion_tokens=len(label_ids[best]), cached_tokens=row.cached_tokens, queue_sec=row.queue_sec,
+            completion_ids=label_ids[best], prompt_ids=[int(x) for x in row.prompt_ids.tolist()],
+            choice_scores={lab: round(sc, 6) for lab, sc in zip(labels, scores, strict=True)},
+        )
 
     def _finish(self, row: Row, kv: list[tuple[torch.Tensor, torch.Tensor]] | None) -> None:
         """Answer a finished row; keep its KV (prompt + completion but the last token) for later prompts."""

@@ -1,16 +1,27 @@
 """Pydantic models of the API subset the embedded server speaks (OpenAI / vLLM chat completions, vLLM's
 LoRA routes), and their conversion to engine requests. Unknown fields are accepted and ignored, as
-vLLM does, so a harness config written for vLLM works here unchanged."""
+vLLM does, so a harness config written for vLLM works here unchanged — except *constraint* fields.
+
+Constraints: `structured_outputs: {"choice": [...]}` (vLLM's current spelling) is served by scoring the
+labels (engine.score_choice); SGLang's `regex` is accepted when it is an alternation of literal labels
+(rsi.core.mol.choice_regex) and served the same way. Every other constraint field — vLLM's legacy
+`guided_choice`/`guided_regex`/`guided_json`/..., any other key under `structured_outputs`, a JSON
+`response_format` — is answered with 400: a server that ignored it would answer unconstrained, and a
+router reading such an answer would route on free text."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rsi.core.mol import regex_labels
 from rsi.models.server.decode import GenRequest
 
 DEFAULT_MAX_TOKENS = 256
+# Constraint fields other servers understand and this one does not: refused, never ignored.
+REFUSED_CONSTRAINTS = ("guided_choice", "guided_regex", "guided_json", "guided_grammar", "guided_decoding_backend",
+                       "guided_whitespace_pattern", "structural_tag", "json_schema", "ebnf", "guided_options")
 
 
 class ChatMessage(BaseModel):
@@ -51,6 +62,45 @@ class ChatCompletionRequest(BaseModel):
     logprobs: bool = False
     top_logprobs: int | None = None  # accepted; alternatives are not returned (top_logprobs: [])
     return_token_ids: bool = False
+    structured_outputs: dict[str, Any] | None = None
+    regex: str | None = None  # SGLang's constraint spelling; only a literal alternation is served
+    response_format: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _constraints(self) -> ChatCompletionRequest:
+        extra = self.model_extra or {}
+        refused = [k for k in REFUSED_CONSTRAINTS if k in extra]
+        if refused:
+            raise ValueError(f"unsupported constraint field(s) {', '.join(refused)}: this server serves only "
+                             "structured_outputs.choice (vLLM's current spelling); a constraint it ignored "
+                             "would be answered unconstrained")
+        so = self.structured_outputs
+        if so is not None:
+            unknown = sorted(k for k, v in so.items() if k != "choice" and v is not None)
+            if unknown:
+                raise ValueError(f"structured_outputs: unsupported constraint(s) {', '.join(unknown)} "
+                                 "(only choice is served)")
+            ch = so.get("choice")
+            if not isinstance(ch, list) or not ch or not all(isinstance(x, str) and x for x in ch):
+                raise ValueError("structured_outputs.choice: a non-empty list of non-empty strings")
+            if len(set(ch)) != len(ch):
+                raise ValueError("structured_outputs.choice: labels must be distinct")
+        if self.regex is not None and regex_labels(self.regex) is None:
+            raise ValueError("regex: only an alternation of literal labels, (A|B|...), is served")
+        if self.regex is not None and so is not None:
+            raise ValueError("regex and structured_outputs: one constraint per request")
+        rf = self.response_format
+        if rf is not None and rf.get("type", "text") != "text":
+            raise ValueError(f"response_format: type {rf.get('type')!r} is not served (only text)")
+        if self.choice() is not None and (self.stream or self.tools):
+            raise ValueError("a choice constraint is answered whole: no stream, no tools")
+        return self
+
+    def choice(self) -> list[str] | None:
+        """The labels of the request's choice constraint (either spelling), else None."""
+        if self.structured_outputs is not None:
+            return list(self.structured_outputs["choice"])
+        return regex_labels(self.regex) if self.regex is not None else None
 
     def to_gen_request(self) -> GenRequest:
         stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
@@ -64,6 +114,7 @@ class ChatCompletionRequest(BaseModel):
             stop=[s for s in stop if s],
             seed=self.seed,
             logprobs=self.logprobs,
+            choice=self.choice(),
         )
 
 
