@@ -21,6 +21,7 @@ from rsi.cli import sandbox as sandbox_cmd
 from rsi.cli import tasks as tasks_cmd
 from rsi.cli import trials as trials_cmd
 from rsi.cli import update as update_cmd
+from rsi.cli import view as view_cmd
 from rsi.cli import workspace as workspace_cmd
 
 app = typer.Typer(
@@ -62,6 +63,7 @@ update_cmd.register(app)
 promote_cmd.register(app)
 diff_cmd.register(app)
 cycle_cmd.register(app)
+view_cmd.register(app)
 app.add_typer(tasks_cmd.app, name="tasks")
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(sandbox_cmd.app, name="sandbox")

@@ -89,6 +89,9 @@ class DiffReport:
     attribution: dict[str, Any] = field(default_factory=dict)
     spend: list[dict[str, Any]] = field(default_factory=list)
     gate: dict[str, Any] = field(default_factory=dict)  # {"job": id, "verdict": ...} of `rsi promote B` over A
+    # the training run that made B's adapter: id, status, steps, loss per step, validation log-probability curve
+    training: dict[str, Any] = field(default_factory=dict)
+    root: str = ""  # the workspace the trials' dirs are relative to
 
     def as_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -180,7 +183,9 @@ def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str = "harness") -> DiffRe
         "a new contract major may change grading, limits or the substrate, so the rates measure different things")
     report = DiffReport(a.id, b.id, {"a": a.model_dump(mode="json"), "b": b.model_dump(mode="json")}, config,
                         adapter, {"a": a.contract, "b": b.contract, "same_major": comparable}, comparable, refusal)
+    report.root = str(ctx.ws.root)
     report.spend = store.phase_usage([a.id, b.id])
+    report.training = _training(ctx, b)
     report.attribution = _attribution(ctx, a.id, b.id)
     got = store.promote_verdict(b.id, a.id)
     if got is not None:
@@ -210,6 +215,7 @@ def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str = "harness") -> DiffRe
         acc[3] += y["passes"]
         acc[4] += ya
     report.flips = flips if common else {}
+    _flip_trials(ctx, report, a, b, {n: ca[n]["digest"] for n in common}, agent)
     report.families = [FamilyRow(f, v[0], (v[1], v[2]), (v[3], v[4]), wilson(v[1], v[2]), wilson(v[3], v[4]))
                        for f, v in sorted(fam_acc.items())]
     holdout = [t for t in report.tasks if t["split"] == "holdout"]
@@ -227,6 +233,39 @@ def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str = "harness") -> DiffRe
     figures, report.templates = _per_unit(ctx, rows)
     report.overall.update(figures)
     return report
+
+
+def _flip_trials(ctx: Ctx, report: DiffReport, a: GenerationManifest, b: GenerationManifest,
+                 digests: dict[str, str], agent: str) -> None:
+    """Each fixed or regressed task gets the trials behind it (a few per side): the report links to them."""
+    flipped = {t["task"]: digests[t["task"]] for t in report.tasks if t["flip"] in ("fixed", "regressed")}
+    if not flipped:
+        return
+    ta = ctx.store.task_trial_ids(a.id, a.harness_config.digest, list(flipped.values()), agent)
+    tb = ctx.store.task_trial_ids(b.id, b.harness_config.digest, list(flipped.values()), agent)
+    for t in report.tasks:
+        if t["task"] in flipped:
+            t["a_trial_ids"] = ta.get(flipped[t["task"]], [])
+            t["b_trial_ids"] = tb.get(flipped[t["task"]], [])
+
+
+def _training(ctx: Ctx, g: GenerationManifest) -> dict[str, Any]:
+    """The training run that made `g`'s adapter, with its per-step curves ({} when `g` was not trained)."""
+    run_id = g.provenance.training_run
+    if not run_id:
+        return {}
+    try:
+        row = ctx.store.get_training_run(run_id)
+    except Exception:  # noqa: BLE001 - a manifest naming a run this store lacks: show what the manifest says
+        return {"run": run_id, "status": "not in the store"}
+    tr = dict(row.metrics.get("training") or {})
+    val = tr.get("validation") or {}
+    return {"run": run_id, "status": row.status, "backend": row.backend, "objective": row.objective,
+            "steps": tr.get("steps") or len(tr.get("loss_curve") or []),
+            "loss_curve": list(tr.get("loss_curve") or []), "kl_curve": list(tr.get("kl_curve") or []),
+            "validation_curve": [list(x) for x in val.get("curve") or []],
+            "logprob_before": tr.get("logprob_before"), "logprob_after": tr.get("logprob_after"),
+            "loss_first": tr.get("loss_first"), "loss_last": tr.get("loss_last")}
 
 
 def _attribution(ctx: Ctx, a_id: str, b_id: str) -> dict[str, Any]:

@@ -1,11 +1,17 @@
 """`rsi diff --format html`: one self-contained page (inline SVG charts drawn with matplotlib, no network).
 
-Charts: pass rate per family for A and B with Wilson intervals, per-task flips, attribution breakdown.
+Charts: pass rate per family for A and B with Wilson intervals, per-task flips, attribution breakdown, and
+the training run that made B (loss per step, the validation slice's mean log-probability).
+
+The page body is `diff_body.html.j2`, which `rsi view`'s Diff page includes too; only the links differ
+(here each flipped task's trials link to their trajectory.json files, there to the viewer's trial pages).
 """
 
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rsi.report.diff import DiffReport
@@ -57,6 +63,23 @@ def charts(r: DiffReport) -> dict[str, str]:
         ax.invert_yaxis()
         ax.set_xlabel(f"tasks ({r.a} -> {r.b})")
         out["flips"] = _svg(fig)
+    tr = r.training
+    if tr.get("loss_curve") or tr.get("validation_curve"):
+        fig, ax = plt.subplots(figsize=(6.0, 2.8))
+        if tr.get("loss_curve"):
+            ls = tr["loss_curve"]
+            ax.plot(range(1, len(ls) + 1), ls, color=B_COLOUR, label="training loss")
+            ax.set_ylabel("loss")
+        ax.set_xlabel("step")
+        if tr.get("validation_curve"):
+            ax2 = ax.twinx()
+            vc = tr["validation_curve"]
+            ax2.plot([v[0] for v in vc], [v[1] for v in vc], marker="o", color="#2f855a",
+                     label="validation log-probability")
+            ax2.set_ylabel("mean log-probability")
+            ax2.legend(loc="upper right", fontsize=8)
+        ax.legend(loc="upper left", fontsize=8)
+        out["training"] = _svg(fig)
     att = r.attribution
     kinds = att["kinds"]
     x = np.arange(len(kinds))
@@ -70,13 +93,30 @@ def charts(r: DiffReport) -> dict[str, str]:
     return out
 
 
+def file_href(root: str) -> Callable[[dict[str, Any]], str]:
+    """Links from a flip to a trial's trajectory.json on disk (the report is one file; no server to ask)."""
+
+    def href(t: dict[str, Any]) -> str:
+        d = Path(t["trial_dir"])
+        return ((d if d.is_absolute() else Path(root) / d) / "trajectory.json").resolve().as_uri()
+
+    return href
+
+
+def report_context(r: DiffReport, trial_href: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
+    """What `diff_body.html.j2` renders: the report, its charts, the gate table and how to link a trial."""
+    spend = sorted(r.spend, key=lambda s: (s["generation"], s["phase"]))
+    flipped = [t for t in r.tasks if t["flip"] in ("fixed", "regressed")]
+    return {"r": r, "headline": headline(r), "charts": charts(r), "spend": spend, "gates": gate_rows(r),
+            "gate_line": gate_line(r), "flipped": flipped, "trial_href": trial_href}
+
+
 def html(r: DiffReport) -> str:
+    """The report as one self-contained page."""
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     env = Environment(loader=PackageLoader("rsi.report", "templates"), autoescape=select_autoescape(["html", "j2"]))
-    spend = sorted(r.spend, key=lambda s: (s["generation"], s["phase"]))
-    return env.get_template("diff.html.j2").render(r=r, headline=headline(r), charts=charts(r), spend=spend,
-                                                   gates=gate_rows(r), gate_line=gate_line(r))
+    return env.get_template("diff.html.j2").render(**report_context(r, file_href(r.root)))
 
 
-__all__ = ["charts", "html"]
+__all__ = ["charts", "file_href", "html", "report_context"]

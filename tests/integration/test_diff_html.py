@@ -56,7 +56,7 @@ def test_html_report_renders_in_chromium(ws: WorkspaceContext, tmp_path: Path) -
     assert dom.returncode == 0, dom.stderr[-2000:]
     check = re.search(r'<p id="render-check">([^<]*)</p>', dom.stdout)
     assert check, dom.stdout[-2000:]
-    assert check.group(1).split() == ["chart-families:rendered", "chart-flips:rendered",
+    assert check.group(1).split() == ["chart-flips:rendered", "chart-families:rendered",
                                       "chart-attribution:rendered"]
     assert 'id="gen-a">gen-0000<' in dom.stdout and 'id="gen-b">gen-0001<' in dom.stdout
     shot = tmp_path / "shot.png"
