@@ -29,6 +29,8 @@ class ErrorType(StrEnum):
     # an outcome of the agent, not infra, and never retried.
     AGENT_OUT_OF_MEMORY = "agent_out_of_memory"
     AGENT_BROKE_SANDBOX = "agent_broke_sandbox"
+    # The cluster node running the trial died (raylet lost): infra, re-run on another node.
+    NODE_LOST = "node_lost"
 
 
 Blame = Literal["task", "infra", "model", "config", "agent"]
@@ -49,6 +51,7 @@ BLAME: dict[ErrorType, Blame] = {
     ErrorType.VERIFIER_ERROR: "task",
     ErrorType.AGENT_OUT_OF_MEMORY: "model",
     ErrorType.AGENT_BROKE_SANDBOX: "model",
+    ErrorType.NODE_LOST: "infra",
 }
 
 # Error types under which a trial never passes, whatever the reward says.
@@ -62,6 +65,7 @@ NEVER_PASS = {
     ErrorType.SANDBOX_ERROR,
     ErrorType.AGENT_OUT_OF_MEMORY,
     ErrorType.AGENT_BROKE_SANDBOX,
+    ErrorType.NODE_LOST,
 }
 
 
@@ -143,4 +147,5 @@ class TrialResult(BaseModel):
     harness_config_digest: str | None = None
     model_name: str | None = None
     trial_dir: str
+    node: str | None = None  # the cluster node that ran it (the `ray` executor); None: this machine
     extra: dict[str, Any] = Field(default_factory=dict)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from rsi.core.errors import NotFoundError
@@ -110,6 +111,16 @@ class GenerationQueries(StoreBase):
     def put_tasks(self, tasks: Iterable[Task], state: str = "active") -> None:
         """Register tasks by digest (a task already known keeps its row); discovery registers its
         candidates as `candidate` so they never count as pool tasks before they are admitted."""
+        tasks = list(tasks)
+        for again in (True, False):  # two drivers on PostgreSQL may add the same task at once: the loser retries
+            try:
+                self._put_tasks(tasks, state)
+                return
+            except IntegrityError:
+                if not again:
+                    raise
+
+    def _put_tasks(self, tasks: list[Task], state: str) -> None:
         with self.session() as s:
             for t in tasks:
                 if s.get(TaskRow, t.digest) is None:

@@ -135,6 +135,7 @@ class TrialQueries(StoreBase):
             row.integrity = r.integrity
             row.verifier_exit_code = r.verifier_exit_code
             row.turns = r.turns
+            row.node = r.node
             kept = [a for a in row.infra_attempts if "at" in a]
             row.infra_attempts_json = json.dumps(kept + _result_attempts(r))
             row.finished_at = utcnow()

@@ -7,7 +7,8 @@ the driver records them here as they arrive. Trial ids are idempotency keys.
 queries_loop, queries_generations); this module holds opening and closing, jobs, and ownership.
 Ownership is by file lock (rsi.store.locks), not by pid: a job is live while the process that
 claimed it holds `<lock dir>/<job>.lock`, and a SQLite store has one writing driver at a time,
-the holder of `<db file>.driver.lock`.
+the holder of `<db file>.driver.lock`. On PostgreSQL several drivers write at once and a job is
+owned by a lease in its row (rsi.store.lease).
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from rsi.core.arm import Arm
 from rsi.core.digest import digest_obj
 from rsi.core.errors import ConfigError, NotFoundError
 from rsi.store.db import database_url, make_engine, migrate, sqlite_file
+from rsi.store.lease import JobLeases
 from rsi.store.locks import FileLock, is_locked_by_other, read_holder
 from rsi.store.queries_base import check_choice
 from rsi.store.queries_discover import DiscoverQueries
@@ -67,6 +70,8 @@ class Store(TrialQueries, LoopQueries, GenerationQueries, DiscoverQueries, Expan
         self.lock_dir: Path = lock_dir or _default_lock_dir(url, self.db_file)
         self._job_locks: dict[str, FileLock] = {}
         self._driver: FileLock | None = None
+        # PostgreSQL: several drivers, so a job is owned by a lease in its row (rsi.store.lease)
+        self.leases: JobLeases | None = JobLeases(self.engine) if self.engine.dialect.name == "postgresql" else None
 
     @classmethod
     def for_path(cls, db_path: Path) -> Store:
@@ -82,6 +87,8 @@ class Store(TrialQueries, LoopQueries, GenerationQueries, DiscoverQueries, Expan
         for lock in self._job_locks.values():
             lock.release()
         self._job_locks.clear()
+        if self.leases is not None:
+            self.leases.close()
         self.release_driver()
         self.engine.dispose()
 
@@ -159,14 +166,20 @@ class Store(TrialQueries, LoopQueries, GenerationQueries, DiscoverQueries, Expan
             parent_job=parent_job,
             params_json=json.dumps(params or {}, sort_keys=True),
         )
-        with self.session() as s:
-            s.add(job)
-            for arm in {a.id: a for a in arms}.values():
-                put_arm_in(s, arm)
-            s.flush()
-            for t in trials:
-                s.add(t)
-            s.commit()
+        for again in (True, False):  # two drivers on PostgreSQL may add the same arm at once: the loser retries
+            try:
+                with self.session() as s:
+                    s.add(job)
+                    for arm in {a.id: a for a in arms}.values():
+                        put_arm_in(s, arm)
+                    s.flush()
+                    for t in trials:
+                        s.add(t)
+                    s.commit()
+                break
+            except IntegrityError:
+                if not again:
+                    raise
         return job
 
     def get_job(self, job_id: str) -> JobRow:
@@ -193,11 +206,16 @@ class Store(TrialQueries, LoopQueries, GenerationQueries, DiscoverQueries, Expan
         Refuses with ConfigError ("still running") while another process or Store holds it.
         """
         self.get_job(job_id)
-        lock = self._job_locks.get(job_id) or FileLock(self.job_lock_path(job_id))
-        if not lock.acquire():
-            holder = read_holder(lock.path) or "another process"
-            raise ConfigError(f"job {job_id} is still running ({holder}); stop it before resuming")
-        self._job_locks[job_id] = lock
+        if self.leases is not None:
+            holder = self.leases.take(job_id)
+            if holder is not None:
+                raise ConfigError(f"job {job_id} is still running ({holder}); stop it before resuming")
+        else:
+            lock = self._job_locks.get(job_id) or FileLock(self.job_lock_path(job_id))
+            if not lock.acquire():
+                holder = read_holder(lock.path) or "another process"
+                raise ConfigError(f"job {job_id} is still running ({holder}); stop it before resuming")
+            self._job_locks[job_id] = lock
         with self.session() as s:
             row = s.get(JobRow, job_id)
             assert row is not None
@@ -242,11 +260,15 @@ class Store(TrialQueries, LoopQueries, GenerationQueries, DiscoverQueries, Expan
 
         A row left `running` by a killed process is not live: its lock died with it.
         """
+        if self.leases is not None:
+            return self.leases.live()
         with self.session() as s:
             ids = s.exec(select(JobRow.id).where(JobRow.status == "running")).all()
         return {j for j in ids if j in self._job_locks or is_locked_by_other(self.job_lock_path(j))}
 
     def _release_job(self, job_id: str) -> None:
+        if self.leases is not None:
+            self.leases.give_back(job_id)
         lock = self._job_locks.pop(job_id, None)
         if lock is not None:
             lock.release()

@@ -129,6 +129,10 @@ class JobRow(SQLModel, table=True):
     # and the settings a resume must match.
     parent_job: str | None = Field(default=None, index=True)
     params_json: str = Field(default="{}", sa_column_kwargs=_default("{}"))
+    # Added in 0006: on PostgreSQL a job is owned by the driver whose lease (renewed while it runs,
+    # seconds since the epoch on the database's clock) has not run out.
+    lease_owner: str | None = None
+    lease_until: float | None = None
 
     @property
     def params(self) -> dict[str, Any]:
@@ -183,6 +187,7 @@ class TrialRow(SQLModel, table=True):
     t_snapshot: float = Field(default=0.0, sa_column_kwargs=_default("0"))
     # [{error_type, message[, at]}] for every infra attempt before the recorded one.
     infra_attempts_json: str = Field(default="[]", sa_column_kwargs=_default("[]"))
+    node: str | None = None  # added in 0006: the cluster node that ran it (`ray` executor)
 
     @property
     def rewards(self) -> dict[str, float]:
