@@ -27,6 +27,7 @@ class T:
     generation: str = "gen-0000"
     config_digest: str | None = None  # None: the generation's own
     tokens: list[dict[str, Any]] | None = None
+    prompt_variables: dict[str, Any] | None = None  # what the harness records to render the head again
 
 
 def workspace(tmp_path: Path) -> WorkspaceContext:
@@ -58,7 +59,8 @@ def add_trials(ctx: WorkspaceContext, trials: list[T], job_id: str = "job-upd-1"
             if t.tokens is not None:
                 extra.update(t.tokens[k - 1])
             rec.add_agent(message=content, metrics=Metrics(prompt_tokens=1, completion_tokens=1), extra=extra)
-        rec.rsi_extra.update(task=t.task, few_shot=[], messages=msgs, tools=[], harness_config_digest=digest)
+        rec.rsi_extra.update(task=t.task, few_shot=[], messages=msgs, tools=[], harness_config_digest=digest,
+                             **({"prompt_variables": t.prompt_variables} if t.prompt_variables else {}))
         rec.finish(prompt_tokens=2, completion_tokens=2, cached_tokens=0)
         rec.write(d / "trajectory.json")
         rows.append(TrialRow(

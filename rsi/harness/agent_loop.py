@@ -32,6 +32,7 @@ from rsi.harness.agent import AGENTS, AgentContext, AgentOutcome, AgentSetupErro
 from rsi.harness.atif import Metrics, ObservationResult, TrajectoryRecorder, agent_log_text
 from rsi.harness.atif import ToolCall as AtifToolCall
 from rsi.harness.history import CallRecord, TurnEvent, make_history
+from rsi.harness.mol import MolInfraError, MolSession, RecordingModel, mol_spec_for
 from rsi.harness.prompts import initial_messages, prompt_variables
 from rsi.models.client import ChatClient, ChatResult, ModelRequestError, ModelUnavailable
 from rsi.sandbox.base import Sandbox
@@ -139,6 +140,14 @@ class HarnessAgent:
         # `history_factory` lets benchmarks and experiments try a policy the config cannot name.
         factory = ctx.extra.get("history_factory")
         history = factory(head) if factory else make_history(config.loop.history, head, viewer=model_name)
+        mol: MolSession | None = None
+        if ctx.generation is not None and ctx.generation.is_mol:
+            gen = ctx.generation
+            # the instruction is the trial's one user turn: routed by L0, answered by the chosen adapter
+            mol = MolSession(mol_spec_for(gen.mol_domains(), config.mol),
+                             {lab: gen.serve_name(lab) for lab in gen.adapters}, head[:-1])
+            mol.add_user(head[-1]["content"])
+            history = mol
         n_shots = len(config.prompt.few_shot)
         rec.add("system", head[0]["content"])
         rec.add("user", head[-1]["content"])
@@ -154,6 +163,8 @@ class HarnessAgent:
             action_format=config.action_format,
             history=config.loop.history,
             few_shot=head[1 : 1 + n_shots],
+            # what the head was rendered from: update's replay re-renders it under a later config's prompts
+            prompt_variables=variables,
             limits={
                 "max_turns": lim.max_turns,
                 "max_tokens": lim.max_tokens,
@@ -173,6 +184,10 @@ class HarnessAgent:
                 )
                 stop_reason = "model_unavailable"
                 return outcome
+            if mol is not None:
+                stop_reason = self._mol_turns(mol, sandbox, ctx, config, lim, client, tools, tool_schemas,
+                                              workdir, rec, outcome, start)
+                return outcome
             stop_reason = self._turns(
                 sandbox,
                 ctx,
@@ -191,6 +206,8 @@ class HarnessAgent:
             return outcome
         finally:
             rec.rsi_extra["stop_reason"] = stop_reason
+            if mol is not None:
+                rec.rsi_extra["mol"] = mol.as_json()
             rec.rsi_extra["messages"] = history.messages()
             rec.rsi_extra["tools"] = tools if config.action_format == "tool_calls" else []
             rec.finish(
@@ -207,6 +224,45 @@ class HarnessAgent:
             (ctx.trial_dir / "agent.log").write_text(agent_log_text(rec.trajectory))
             if client is not None and client is not ctx.extra.get("chat_model") and hasattr(client, "close"):
                 client.close()
+
+    def _mol_turns(self, mol: MolSession, sandbox: Sandbox, ctx: AgentContext, config: HarnessConfig, lim: Limits,
+                   client: ChatModel, tools: list[dict[str, Any]], tool_schemas: dict[str, dict[str, Any]],
+                   workdir: str, rec: TrajectoryRecorder, outcome: AgentOutcome, start: float) -> str:
+        """One MoL user turn: L0 routes, the chosen adapter acts (the usual turns), then summarises.
+        A failed route or summary hop is infra (MODEL_UNAVAILABLE: the trial is retried)."""
+
+        def deadline() -> float:
+            return time.monotonic() + max(0.0, lim.agent_timeout - (time.monotonic() - start - outcome.model_queue_sec))
+
+        try:
+            route = mol.route(client, deadline=deadline())  # type: ignore[arg-type]
+        except MolInfraError as e:
+            outcome.error_type, outcome.error_message = ErrorType.MODEL_UNAVAILABLE, str(e)
+            return "route_failed"
+        outcome.usage = outcome.usage.add(_one_call(route.usage))
+        rec.add_agent(message=route.label, model_name=mol.serve_names["L0"],
+                      metrics=Metrics(prompt_tokens=route.usage.prompt_tokens,
+                                      completion_tokens=route.usage.completion_tokens,
+                                      cached_tokens=route.usage.cached_tokens),
+                      extra={"hop": "route", "adapter": "L0", "label": route.label, "margin": route.margin,
+                             "latency_sec": round(route.latency_sec, 3)})
+        stop = self._turns(sandbox, ctx, config, lim, RecordingModel(client, mol), mol.serve_names[mol.label],
+                           tools, tool_schemas, workdir, mol, rec, outcome, start)
+        if outcome.error_type is not None:
+            return stop
+        try:
+            text = mol.summarize(client, deadline=deadline())  # type: ignore[arg-type]
+        except MolInfraError as e:
+            outcome.error_type, outcome.error_message = ErrorType.MODEL_UNAVAILABLE, str(e)
+            return "summary_failed"
+        hop = mol.records[-1]
+        outcome.usage = outcome.usage.add(Usage(prompt_tokens=hop.prompt_tokens, cached_tokens=hop.cached_tokens,
+                                                completion_tokens=hop.completion_tokens, calls=1))
+        rec.add_agent(message=text, model_name=hop.serve_name,
+                      metrics=Metrics(prompt_tokens=hop.prompt_tokens, completion_tokens=hop.completion_tokens,
+                                      cached_tokens=hop.cached_tokens),
+                      extra={"hop": "summary", "adapter": hop.label, "latency_sec": hop.wall_sec})
+        return stop
 
     def _turns(
         self,
@@ -251,6 +307,10 @@ class HarnessAgent:
                 outcome.error_type, outcome.error_message = ErrorType.MODEL_UNAVAILABLE, str(e)
                 return "model_unavailable"
             except ModelRequestError as e:
+                if isinstance(history, MolSession) and e.status_code == 404:
+                    # an adapter of the mixture missing on the endpoint: infra, retried, never the model's
+                    outcome.error_type, outcome.error_message = ErrorType.MODEL_UNAVAILABLE, f"mol: {e}"
+                    return "model_unavailable"
                 outcome.error_type, outcome.error_message = ErrorType.MODEL_CONFIG_ERROR, str(e)
                 return "model_request_error"
             matched = getattr(result, "stop_reason", None)
@@ -360,6 +420,7 @@ class HarnessAgent:
             model_name=result.model or model_name,
             extra={
                 "turn": turn,
+                **({"hop": "answer", "adapter": history.label} if isinstance(history, MolSession) else {}),
                 "finish_reason": result.finish_reason,
                 "latency_sec": round(result.latency_sec, 3),
                 "finish": parsed.finish,

@@ -146,6 +146,42 @@ def test_update_replays_earlier_generations_and_records_it(ctx: WorkspaceContext
     assert len((Path(out.dataset["path"]).parent / "openai_finetune.jsonl").read_text().splitlines()) == 3
 
 
+def test_replay_renders_the_head_again_across_an_adopted_prompt_change(ctx: WorkspaceContext,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config adopted by expand changes gen-0001's prompts: gen-0000's trajectories are replayed with
+    their head rendered under the new config (their turns kept); a change to the action format is not
+    re-renderable and stays refused."""
+    (a, b) = templates(2, validation=False)
+    monkeypatch.setattr("rsi.loop.update.phase.task_templates",
+                        lambda _ctx: {"digest-old1": a, "digest-old2": b, "digest-new": a})
+    g0 = ctx.generation("gen-0000")
+    base = ctx.harness_config_for(g0)
+    new_prompt = base.model_copy(update={"name": "adopted", "prompt": base.prompt.model_copy(
+        update={"system": "NEW SYSTEM for {{ task }} in {{ workdir }}"})})
+    other_format = base.model_copy(update={"name": "other-format", "action_format": "tool_calls"})
+    d_new, d_fmt = ctx.register_config(new_prompt), ctx.register_config(other_format)
+    pv = {"instruction": "Task: old1", "workdir": "/app", "tools": [], "tool_names": [], "finish_word": "DONE",
+          "max_turns": 8, "task": "old1"}
+    add_trials(ctx, [T("old1", 0, 1.0, reply="```bash\necho one > /app/o\n```\n", prompt_variables=pv),
+                     T("old2", 0, 1.0, reply="```bash\nprintf two > /app/t\n```\n", config_digest=d_fmt,
+                       prompt_variables={**pv, "task": "old2"})], job_id="job-g0")
+    ctx.store.put_generation(GenerationManifest(
+        id="gen-0001", parent="gen-0000", state=GenerationState.PROMOTED, contract=g0.contract,
+        base_model=g0.base_model, harness_config={"name": "adopted", "digest": d_new}))  # type: ignore[arg-type]
+    add_trials(ctx, [T("new", 0, 1.0, generation="gen-0001", config_digest=d_new, reply="```bash\ncp a b\n```\n"),
+                     T("new", 1, 0.0, generation="gen-0001", config_digest=d_new, reply="```bash\nmv a b\n```\n")],
+               job_id="job-g1")
+    out = run_update(UpdateRequest(gen="gen-0001", backend="export"), ctx.ws.root)
+    replayed = [ln for ln in read_dataset(Path(out.dataset["path"])) if ln.provenance.get("replay")]
+    assert [ln.provenance["task"] for ln in replayed] == ["old1"], out.replay
+    ln = replayed[0]
+    assert ln.provenance["rerendered"] is True and ln.tokens is None
+    assert ln.messages[0] == {"role": "system", "content": "NEW SYSTEM for old1 in /app"}
+    assert ln.messages[ln.prompt_messages - 1]["role"] == "user"
+    assert ln.messages[ln.prompt_messages]["content"] == "```bash\necho one > /app/o\n```\n"  # its turn kept
+    assert out.replay["rerendered"] == 1 and out.replay["refused"].get("mismatch") == 1
+
+
 def test_kl_coefficient_defaults_positive_and_the_contract_is_a_floor(ctx: WorkspaceContext) -> None:
     assert Contract.model_validate({"hcp": "1.0.0", "substrate": {"tools": {}}}).training.kl_coef > 0
     assert ctx.contract.training.kl_coef > 0  # the shipped contract

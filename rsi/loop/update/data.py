@@ -85,6 +85,8 @@ class LoadedTrial:
     prompt_messages: int
     tokens: list[dict[str, Any]] | None
     job_id: str
+    trial_dir: str = ""
+    rerendered: bool = False  # its head was rendered again under a later config (update's replay)
 
 
 def load_trial(row: TrialRow, root: Path, max_turns: int, *, template: str | None = None) -> LoadedTrial | str:
@@ -120,7 +122,7 @@ def load_trial(row: TrialRow, root: Path, max_turns: int, *, template: str | Non
         turns=row.turns, max_turns=max_turns, actions=actions, template=template,
     )
     return LoadedTrial(record=rec, messages=messages, tools=list(rsi.get("tools") or []), prompt_messages=head,
-                       tokens=tokens if has_tokens else None, job_id=row.job_id)
+                       tokens=tokens if has_tokens else None, job_id=row.job_id, trial_dir=str(path.parent))
 
 
 def dataset_line(t: LoadedTrial, *, accepted: bool, group_id: str, sample_index: int, advantage: float,

@@ -8,22 +8,76 @@ regression-suite task never trains, and the contract's acceptance rules pick its
 templates (templates the current data lacks first), within the per-template cap and never from the
 validation slice. A replayed trajectory trains by SFT only (its advantage is 0: the policy that sampled it
 is gone); its dataset line says `replay` and the generation it came from, so the dataset digest covers it.
+
+A config adopted by expand changes the prompts between generations, and a strict config gate would then
+refuse every earlier trajectory (replay would be empty from the second cycle on). An ancestor's trajectory
+whose config differs from the serving one only in prompt text, few-shot examples or sampling is therefore
+re-rendered: its head (system, few-shot, instruction) is rendered again under the serving config from the
+variables the harness recorded, and its turns (actions and observations) are kept, because the action
+format, tools and loop that produced them are the same. Any other difference is refused as before.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from rsi.core.errors import NotFoundError
+from rsi.core.errors import ConfigError, NotFoundError
 from rsi.core.generation import GenerationManifest
 from rsi.core.harness_config import HarnessConfig
 from rsi.core.training import Selection, TrialRecord, choose_replay, select
+from rsi.harness.atif import load_trajectory
+from rsi.harness.prompts import initial_messages
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.suites import suite_digests
-from rsi.loop.update.data import ConfigGate, LoadedTrial, dataset_line, load_trial
+from rsi.loop.update.data import ConfigGate, LoadedTrial, config_differences, dataset_line, load_trial
 from rsi.store.files import load_pool
 from rsi.train.dataset import DatasetLine
+
+# fields a replayed trajectory can be re-rendered across: they shape the prompt's head or how it was
+# sampled, not the turns (action format, tools, loop and model settings shape those)
+RERENDERABLE = ("prompt.", "sampling.")
+
+
+@dataclass
+class ReplayGate(ConfigGate):
+    """The config gate for replay: also passes configs that differ only in RERENDERABLE fields, and
+    remembers which digests need their head rendered again."""
+
+    rerender: set[str] = field(default_factory=set)
+
+    def _check(self, digest: str) -> str | None:
+        why = super()._check(digest)
+        if why is None:
+            return None
+        try:
+            cfg = self.ctx.config_by_digest(digest)
+        except ConfigError:
+            return why
+        if all(d.startswith(RERENDERABLE) for d in config_differences(cfg, self.serving)):
+            self.rerender.add(digest)
+            return None
+        return why
+
+
+def rerender(t: LoadedTrial, serving: HarnessConfig, config_dir: Path) -> LoadedTrial | str:
+    """`t` with its head rendered under the serving config (its turns kept), or why that cannot be done."""
+    path = Path(t.trial_dir) / "trajectory.json"
+    try:
+        variables = load_trajectory(path).rsi.get("prompt_variables")
+    except (OSError, ValueError):
+        variables = None
+    if not isinstance(variables, dict):
+        return "mismatch: ran under other prompts and records no prompt variables to render them again"
+    try:
+        head = initial_messages(serving, variables, config_dir=config_dir)
+    except ConfigError as e:
+        return f"mismatch: its head does not render under the serving config: {e}"
+    messages = head + t.messages[t.prompt_messages:]
+    # the recorded token ids belong to the old head: the line trains from its messages
+    return LoadedTrial(record=t.record, messages=messages, tools=t.tools, prompt_messages=len(head), tokens=None,
+                       job_id=t.job_id, trial_dir=t.trial_dir, rerendered=True)
 
 
 @dataclass
@@ -74,13 +128,15 @@ def gather_replay(ctx: WorkspaceContext, gen: GenerationManifest, cfg: HarnessCo
     refused: dict[str, int] = {}
     suites = suite_digests(ctx)
     for anc in ancestors:
-        gate = ConfigGate(ctx, anc, cfg, cfg_digest)
+        gate = ReplayGate(ctx, anc, cfg, cfg_digest)
         mine: dict[str, LoadedTrial] = {}
         for row in ctx.store.outcomes("update", generation=anc, agent="harness"):
             why = gate.refusal(row) if row.task_digest not in suites else \
                 "suite task: the regression suites (promotion.suites) are never training data"
             got = why if why is not None else load_trial(row, ctx.ws.root, max_turns,
                                                          template=templates.get(row.task_digest))
+            if not isinstance(got, str) and row.harness_config_digest in gate.rerender:
+                got = rerender(got, cfg, ctx.ws.harness_configs_dir)
             if isinstance(got, str):
                 key = got.split(":")[0]
                 refused[key] = refused.get(key, 0) + 1
@@ -104,6 +160,9 @@ def gather_replay(ctx: WorkspaceContext, gen: GenerationManifest, cfg: HarnessCo
         ln = dataset_line(loaded[r.trial_id], accepted=True, group_id=f"replay-{r.trial_id}", sample_index=0,
                           advantage=0.0, serving_digest=cfg_digest)
         ln.provenance["replay"] = True
+        if loaded[r.trial_id].rerendered:
+            ln.provenance["rerendered"] = True
+            summary["rerendered"] = summary.get("rerendered", 0) + 1
         lines.append(ln)
         summary["templates"][r.unit] = summary["templates"].get(r.unit, 0) + 1
     not_used: dict[str, int] = {}
@@ -114,4 +173,5 @@ def gather_replay(ctx: WorkspaceContext, gen: GenerationManifest, cfg: HarnessCo
     return Replay(lines=lines, summary=summary)
 
 
-__all__ = ["Replay", "gather_replay", "lineage", "task_templates", "training_counts"]
+__all__ = ["RERENDERABLE", "Replay", "ReplayGate", "gather_replay", "lineage", "rerender", "task_templates",
+           "training_counts"]
