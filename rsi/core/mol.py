@@ -90,7 +90,8 @@ def domain_problems(domains: Mapping[str, Sequence[str]]) -> list[str]:
     if ROUTER not in domains:
         out.append("domains: L0 (the chat adapter, which routes) is missing")
     seen: dict[str, str] = {}
-    for label, fams in domains.items():
+    for label in sorted(domains, key=label_index):
+        fams = domains[label]
         if len(set(fams)) != len(fams):
             out.append(f"domains.{label}: a family is listed twice")
         for f in fams:

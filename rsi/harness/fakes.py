@@ -19,7 +19,7 @@ from rsi.core.harness_config import HarnessConfig
 from rsi.core.task import Task, TaskSpec
 from rsi.core.trial import Usage
 from rsi.harness.agent import AgentContext
-from rsi.models.client import ChatResult, ToolCall
+from rsi.models.client import ChatResult, ChoiceRefused, ChoiceResult, ToolCall
 from rsi.sandbox.base import ExecResult
 
 Reply = str | ChatResult | Exception | Callable[[list[dict[str, Any]]], "str | ChatResult"]
@@ -55,6 +55,23 @@ class ScriptedChatModel:
     replies: Sequence[Reply]
     delay_sec: float = 0.0
     requests: list[dict[str, Any]] = field(default_factory=list)
+    # MoL: the router's answers to `choose`, in order (the last repeats; a label outside the set is
+    # refused as the real client refuses it; an exception is raised); every choice request is recorded
+    labels: Sequence[str | Exception] = ("L0",)
+    choice_requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def choose(self, model: str, messages: list[dict[str, Any]], labels: list[str], *,
+               constraint: str = "choice", deadline: float | None = None) -> ChoiceResult:
+        self.choice_requests.append({"model": model, "messages": copy.deepcopy(messages), "labels": list(labels),
+                                     "constraint": constraint})
+        got = self.labels[min(len(self.choice_requests) - 1, len(self.labels) - 1)]
+        if isinstance(got, Exception):
+            raise got
+        if got not in labels:
+            raise ChoiceRefused(f"answered {got!r} for a choice of {'/'.join(labels)}")
+        return ChoiceResult(label=got, margin=1.0, scores=None, latency_sec=0.0,
+                            usage=Usage(prompt_tokens=sum(len(str(m.get("content"))) for m in messages) // 4,
+                                        completion_tokens=1, calls=1))
 
     def chat(
         self,

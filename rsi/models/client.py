@@ -27,6 +27,7 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 from rsi.core.errors import InfraError, RsiError
+from rsi.core.mol import choice_regex
 from rsi.core.trial import Usage
 
 
@@ -42,6 +43,10 @@ class ModelRequestError(RsiError):
     def __init__(self, message: str, *, status_code: int | None = None) -> None:
         super().__init__(message)
         self.status_code = status_code
+
+
+class ChoiceRefused(InfraError):
+    """A choice answer outside the label set (a server that ignored the constraint): never routed on."""
 
 
 class _Transient(Exception):
@@ -84,6 +89,20 @@ class ChatResult:
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     logprobs: list[float] | None = None
+
+
+@dataclass
+class ChoiceResult:
+    """One constrained choice: the label (always one of the set), its margin over the runner-up where
+    the server says (the embedded server, in nats), and accounting."""
+
+    label: str
+    margin: float | None
+    scores: dict[str, float] | None
+    usage: Usage
+    latency_sec: float
+    queue_sec: float = 0.0
+    attempts: int = 1
 
 
 def _token_fields(data: dict[str, Any], choice: dict[str, Any]) -> dict[str, Any]:
@@ -163,6 +182,13 @@ def _matched_stop(choice: dict[str, Any]) -> str | None:
         if isinstance(v, str) and v:
             return v
     return None
+
+
+def _queue_sec(resp: httpx.Response) -> float:
+    try:
+        return max(0.0, float(resp.headers.get("x-queue-seconds", "0")))
+    except ValueError:
+        return 0.0
 
 
 class _StopAtDeadline(stop_base):
@@ -295,10 +321,7 @@ class ChatClient:
         t0 = time.monotonic()
         resp = self._request("POST", self._url("chat/completions"), body, deadline=deadline)
         latency = time.monotonic() - t0
-        try:
-            queue_sec = max(0.0, float(resp.headers.get("x-queue-seconds", "0")))
-        except ValueError:
-            queue_sec = 0.0
+        queue_sec = _queue_sec(resp)
         try:
             data = resp.json()
             choice = data["choices"][0]
@@ -317,6 +340,53 @@ class ChatClient:
             stop_reason=_matched_stop(choice),
             **_token_fields(data, choice),
         )
+
+    def choose(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        labels: list[str],
+        *,
+        constraint: str = "choice",
+        deadline: float | None = None,
+    ) -> ChoiceResult:
+        """One label of `labels` for `messages`, constrained by the server: `structured_outputs.choice`
+        (vLLM's current spelling; the embedded server scores the labels) or SGLang's `regex`.
+
+        The answer is checked against the set: a label outside it (a server that ignored the constraint)
+        is retried, then raised as `ChoiceRefused` (infra), never returned."""
+        body: dict[str, Any] = {"model": model, "messages": messages, "temperature": 0.0,
+                                "max_tokens": 8}
+        if constraint == "regex":
+            body["regex"] = choice_regex(labels)
+        else:
+            body["structured_outputs"] = {"choice": list(labels)}
+        got: list[str] = []
+        for attempt in range(1, self.max_attempts + 1):
+            t0 = time.monotonic()
+            resp = self._request("POST", self._url("chat/completions"), body, deadline=deadline)
+            latency = time.monotonic() - t0
+            try:
+                data = resp.json()
+                choice = data["choices"][0]
+                content = (choice.get("message") or {}).get("content")
+            except (ValueError, KeyError, IndexError, TypeError) as e:
+                raise ModelUnavailable(f"model endpoint {self.base_url} sent a malformed choice: {e}") from e
+            label = content.strip() if isinstance(content, str) else None
+            if label in labels:
+                info = choice.get("choice") if isinstance(choice.get("choice"), dict) else {}
+                m = info.get("margin")
+                scores = info.get("scores")
+                return ChoiceResult(
+                    label=label, margin=float(m) if isinstance(m, int | float) else None,
+                    scores={str(k): float(v) for k, v in scores.items()} if isinstance(scores, dict) else None,
+                    usage=parse_usage(data), latency_sec=latency,
+                    queue_sec=_queue_sec(resp), attempts=attempt)
+            got.append(repr(content)[:80])
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        raise ChoiceRefused(f"model endpoint {self.base_url} answered {', '.join(got)} for a choice of "
+                            f"{'/'.join(labels)} ({len(got)} attempt(s)): a label outside the set is never used")
 
     def list_models(self) -> list[str]:
         """Ids the endpoint serves: the base model and any loaded adapters."""

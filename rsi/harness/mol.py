@@ -1,0 +1,282 @@
+"""Mixture-of-LoRA in the harness: route each user turn, let the chosen adapter act, have it summarise.
+
+One `MolSession` per trial keeps an **append-only timeline** of events:
+
+- `UserEvent`: a user message (a task's instruction is one user turn);
+- `RouteEvent`: L0's route question after that message and the label it chose (with the margin);
+- `ActEvent`: one agent turn of the answering adapter (rsi.harness.history.TurnEvent);
+- `SummaryEvent`: the summary request after the user turn and the answering adapter's summary.
+
+Each adapter's prompt is `render_mol_view(head, timeline, label)`, a pure function that renders every
+event on its own, in order, with no look-ahead: user messages verbatim; L0 sees its own route questions
+and answers; an adapter sees its own agent turns verbatim (rsi's own tool-call ids) and its own summary
+exchange; it sees another adapter's user turn only as that adapter's summary (`[L2] ...`). Because
+events are only appended and rendered independently, every call's prompt is the previous call's prompt
+of the same adapter plus that call's reply plus what happened since: the beginning is byte-identical, so
+the serving engine's prefix cache hits (BACKGROUND "own-view").
+
+Every model call is recorded (`HopRecord`): user turn, adapter label, hop (route / answer / summary),
+serve name, prompt / cached / completion tokens, wall seconds, and the route's margin. A route answered
+outside the label set, a refused or failed summary call: `MolInfraError` (infra: the trial is retried,
+never graded as the model's failure).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol
+
+from rsi.core.errors import InfraError
+from rsi.core.mol import ROUTER, MolSpec, route_question, summary_request
+from rsi.core.trial import Usage
+from rsi.harness.history import TurnEvent, render_turn
+from rsi.models.client import ChatResult, ChoiceResult, ModelRequestError
+
+Hop = Literal["route", "answer", "summary"]
+
+
+class MolInfraError(InfraError):
+    """A route or summary hop that failed after its retries: infra, never a model verdict."""
+
+
+class MolModel(Protocol):
+    """What a MoL session needs of the endpoint: chat and a constrained choice (`ChatClient` fits)."""
+
+    def chat(self, model: str, messages: list[dict[str, Any]], **kw: Any) -> ChatResult: ...
+
+    def choose(self, model: str, messages: list[dict[str, Any]], labels: list[str], *,
+               constraint: str = "choice", deadline: float | None = None) -> ChoiceResult: ...
+
+
+@dataclass(frozen=True)
+class UserEvent:
+    index: int
+    content: str
+
+
+@dataclass(frozen=True)
+class RouteEvent:
+    index: int
+    question: str
+    label: str
+    margin: float | None = None
+
+
+@dataclass(frozen=True)
+class ActEvent:
+    label: str
+    turn: TurnEvent
+
+
+@dataclass(frozen=True)
+class SummaryEvent:
+    index: int
+    label: str
+    request: str
+    text: str
+
+
+Event = UserEvent | RouteEvent | ActEvent | SummaryEvent
+
+
+def render_event(ev: Event, viewer: str) -> list[dict[str, Any]]:
+    """The messages one event adds to `viewer`'s prompt (a function of the event and viewer alone)."""
+    if isinstance(ev, UserEvent):
+        return [{"role": "user", "content": ev.content}]
+    if isinstance(ev, RouteEvent):
+        if viewer != ROUTER:
+            return []
+        return [{"role": "user", "content": ev.question}, {"role": "assistant", "content": ev.label}]
+    if isinstance(ev, ActEvent):
+        return render_turn(ev.turn, server_ids=False) if ev.label == viewer else []
+    if ev.label == viewer:
+        return [{"role": "user", "content": ev.request}, {"role": "assistant", "content": ev.text}]
+    return [{"role": "assistant", "content": f"[{ev.label}] {ev.text}"}]
+
+
+def render_mol_view(head: Sequence[dict[str, Any]], timeline: Sequence[Event], viewer: str) -> list[dict[str, Any]]:
+    """`viewer`'s prompt: the head (system + few-shot), then every event as that adapter sees it."""
+    msgs = copy.deepcopy(list(head))
+    for ev in timeline:
+        msgs += render_event(ev, viewer)
+    return msgs
+
+
+@dataclass
+class HopRecord:
+    user_turn: int
+    label: str
+    hop: Hop
+    serve_name: str
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    wall_sec: float
+    margin: float | None = None
+
+
+@dataclass
+class MolSession:
+    """One trial's timeline, routes, summaries and per-call records (also a History for the agent loop:
+    `messages()` is the acting adapter's view, `append` adds its turn)."""
+
+    spec: MolSpec
+    serve_names: Mapping[str, str]  # label -> the generation's serve name for it
+    head: Sequence[dict[str, Any]]
+    timeline: list[Event] = field(default_factory=list)
+    records: list[HopRecord] = field(default_factory=list)
+    label: str = ROUTER  # the adapter acting now
+    policy: str = "mol"
+
+    def __post_init__(self) -> None:
+        self.head = tuple(copy.deepcopy(list(self.head)))
+        missing = [lab for lab in self.spec.labels if lab not in self.serve_names]
+        if missing:
+            raise MolInfraError(f"mol: no adapter for label(s) {', '.join(missing)} in the generation")
+
+    @property
+    def labels(self) -> list[str]:
+        return self.spec.labels
+
+    @property
+    def user_turn(self) -> int:
+        return sum(1 for ev in self.timeline if isinstance(ev, UserEvent))
+
+    # -- History -----------------------------------------------------------------------------------
+
+    def messages(self) -> list[dict[str, Any]]:
+        return self.view(self.label)
+
+    def append(self, turn: TurnEvent) -> None:
+        self.timeline.append(ActEvent(self.label, turn))
+
+    def view(self, label: str) -> list[dict[str, Any]]:
+        return render_mol_view(self.head, self.timeline, label)
+
+    # -- hops --------------------------------------------------------------------------------------
+
+    def add_user(self, content: str) -> int:
+        self.timeline.append(UserEvent(self.user_turn + 1, content))
+        return self.user_turn
+
+    def route(self, client: MolModel, *, deadline: float | None = None) -> ChoiceResult:
+        """Ask L0 for the label of the last user message; the answer is checked and appended."""
+        question = route_question(self.spec.domains)
+        msgs = self.view(ROUTER) + [{"role": "user", "content": question}]
+        last: Exception | None = None
+        for _ in range(self.spec.hop_retries + 1):
+            t0 = time.monotonic()
+            try:
+                got = client.choose(self.serve_names[ROUTER], msgs, self.labels, constraint=self.spec.constraint,
+                                    deadline=deadline)
+            except (InfraError, ModelRequestError) as e:
+                last = e
+                continue
+            if got.label not in self.labels:  # a client that did not check: fail closed all the same
+                last = MolInfraError(f"route answered {got.label!r}, not one of {', '.join(self.labels)}")
+                continue
+            self._record(ROUTER, "route", got.usage, time.monotonic() - t0, margin=got.margin)
+            self.timeline.append(RouteEvent(self.user_turn, question, got.label, got.margin))
+            self.label = got.label
+            return got
+        raise MolInfraError(f"mol: the route hop failed after {self.spec.hop_retries + 1} attempt(s): {last}")
+
+    def set_route(self, label: str) -> None:
+        """Route without asking L0 (oracle routing in benchmarks): the same event, no margin, no call."""
+        if label not in self.labels:
+            raise MolInfraError(f"route {label!r} is not one of {', '.join(self.labels)}")
+        self.timeline.append(RouteEvent(self.user_turn, route_question(self.spec.domains), label, None))
+        self.label = label
+
+    def summarize(self, client: MolModel, *, deadline: float | None = None) -> str:
+        """The acting adapter's summary of its user turn (≤ summary_tokens), appended to the timeline."""
+        request = summary_request(self.spec.summary_tokens)
+        msgs = self.view(self.label) + [{"role": "user", "content": request}]
+        last: Exception | None = None
+        for _ in range(self.spec.hop_retries + 1):
+            t0 = time.monotonic()
+            try:
+                res = client.chat(self.serve_names[self.label], msgs, temperature=0.0,
+                                  max_tokens=self.spec.summary_tokens, deadline=deadline)
+            except (InfraError, ModelRequestError) as e:
+                last = e
+                continue
+            self._record(self.label, "summary", res.usage, time.monotonic() - t0)
+            text = (res.content or "").strip()
+            self.timeline.append(SummaryEvent(self.user_turn, self.label, request, text))
+            return text
+        raise MolInfraError(f"mol: the summary hop of {self.label} failed after {self.spec.hop_retries + 1} "
+                            f"attempt(s): {last}")
+
+    def record_answer(self, res: ChatResult, wall_sec: float) -> None:
+        self._record(self.label, "answer", res.usage, wall_sec)
+
+    def _record(self, label: str, hop: Hop, usage: Usage, wall: float, margin: float | None = None) -> None:
+        self.records.append(HopRecord(
+            user_turn=self.user_turn, label=label, hop=hop, serve_name=self.serve_names[label],
+            prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
+            completion_tokens=usage.completion_tokens, wall_sec=round(wall, 4), margin=margin))
+
+    # -- what the trial keeps ------------------------------------------------------------------------
+
+    def usage(self, hops: Sequence[Hop] = ("route", "summary")) -> Usage:
+        out = Usage()
+        for r in self.records:
+            if r.hop in hops:
+                out = out.add(Usage(prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
+                                    cached_tokens=r.cached_tokens, calls=1))
+        return out
+
+    def as_json(self) -> dict[str, Any]:
+        routes = [{"user_turn": e.index, "label": e.label, "margin": e.margin}
+                  for e in self.timeline if isinstance(e, RouteEvent)]
+        summaries = [{"user_turn": e.index, "label": e.label, "text": e.text}
+                     for e in self.timeline if isinstance(e, SummaryEvent)]
+        wall = {h: round(sum(r.wall_sec for r in self.records if r.hop == h), 4)
+                for h in ("route", "answer", "summary")}
+        return {"domains": self.spec.domains, "serve_names": dict(self.serve_names),
+                "summary_tokens": self.spec.summary_tokens, "constraint": self.spec.constraint,
+                "routes": routes, "summaries": summaries, "calls": [asdict(r) for r in self.records],
+                "wall_sec": wall}
+
+
+class RecordingModel:
+    """Wraps the endpoint for the answer hops: every chat call is recorded on the session."""
+
+    def __init__(self, inner: Any, session: MolSession) -> None:
+        self.inner = inner
+        self.session = session
+
+    def chat(self, model: str, messages: list[dict[str, Any]], **kw: Any) -> ChatResult:
+        t0 = time.monotonic()
+        res: ChatResult = self.inner.chat(model, messages, **kw)
+        self.session.record_answer(res, time.monotonic() - t0)
+        return res
+
+
+def mol_spec_for(domains: Mapping[str, Sequence[str]], config_mol: MolSpec | None) -> MolSpec:
+    """The session's spec: the generation's domains (authoritative), the config's hop settings."""
+    base = {k: list(v) for k, v in domains.items()}
+    if config_mol is None:
+        return MolSpec(domains=base)
+    return config_mol.model_copy(update={"domains": MolSpec(domains=base).domains})
+
+
+__all__ = [
+    "ActEvent",
+    "Event",
+    "HopRecord",
+    "MolInfraError",
+    "MolModel",
+    "MolSession",
+    "RecordingModel",
+    "RouteEvent",
+    "SummaryEvent",
+    "UserEvent",
+    "mol_spec_for",
+    "render_event",
+    "render_mol_view",
+]
