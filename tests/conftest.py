@@ -42,3 +42,12 @@ def provider(tmp_path: Path) -> Iterator[FakeSandboxProvider]:
     p = FakeSandboxProvider(tmp_path / "fake")
     yield p
     assert not p.live, f"sandboxes left running: {list(p.live)}"
+
+
+@pytest.fixture(scope="session")
+def cycle_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workspace with one finished cycle on fakes (no Docker, no model; tests/viewkit.py), built once per session:
+    `rsi view`'s fixture. Read it only (the viewer's tests open it read-only)."""
+    from tests.viewkit import build_cycle_workspace
+
+    return build_cycle_workspace(tmp_path_factory.mktemp("view-cycle"))

@@ -69,6 +69,11 @@ class ReadOnlyStore(ViewQueries, Store):
         self.lock_dir = db_file.parent / "locks"
         self._job_locks = {}
         self._driver = None
+        self.leases = None  # a read-only store owns no job
+
+    def close(self) -> None:
+        """Dispose of the engine (a read-only store holds no lock, lease or driver role)."""
+        self.engine.dispose()
 
     @classmethod
     def for_workspace_db(cls, db_path: Path) -> ReadOnlyStore:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -75,8 +77,6 @@ def create_app(ctx: ViewContext, *, index_path: Path | None = None) -> FastAPI:
 
     env = environment()
     index = SearchIndex(index_path or ctx.ws.state_dir / "cache" / "trajectory-search.db")
-    app = FastAPI(title="rsi view", docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.ctx, app.state.index = ctx, index
     chart_cache: dict[str, str | None] = {}
 
     def sync_index() -> None:
@@ -86,9 +86,13 @@ def create_app(ctx: ViewContext, *, index_path: Path | None = None) -> FastAPI:
         if not index.syncing and time.monotonic() - index.last_sync > RESYNC_SEC:
             threading.Thread(target=sync_index, name="rsi-view-index", daemon=True).start()
 
-    @app.on_event("startup")
-    def _start() -> None:
-        threading.Thread(target=sync_index, name="rsi-view-index", daemon=True).start()
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        threading.Thread(target=sync_index, name="rsi-view-index", daemon=True).start()  # index in the background
+        yield
+
+    app = FastAPI(title="rsi view", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.state.ctx, app.state.index = ctx, index
 
     def render(name: str, request: Request, status: int = 200, **kw: Any) -> HTMLResponse:
         params = dict(request.query_params)
