@@ -11,7 +11,16 @@ import typer
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
-from rsi.cli.common import console, err_console, errors, open_context, print_json
+from rsi.cli.common import (
+    AddressOpt,
+    ExecutorOpt,
+    console,
+    err_console,
+    errors,
+    open_context,
+    print_json,
+    use_executor,
+)
 from rsi.cli.progress import TrialBar, progress
 from rsi.loop.hooks import CycleHooks
 from rsi.loop.hooks import Progress as RunProgress
@@ -87,6 +96,9 @@ def summary(out: CycleOutcome) -> Table:
                   f"on {p.get('holdout_tasks')} task(s), p {_fmt(p.get('p_value'))}: ")
                + (f"suite {_fmt(p.get('suite_parent_rate'), True)} -> {_fmt(p.get('suite_candidate_rate'), True)} "
                   f"(p {_fmt(p.get('suite_p_value'))}): " if p.get("suite_tasks") else "")
+               + (f"in-template {_fmt(p.get('in_template_parent_rate'), True)} -> "
+                  f"{_fmt(p.get('in_template_candidate_rate'), True)} (p {_fmt(p.get('in_template_p_value'))}, "
+                  "not gated): " if p.get("in_template_tasks") else "")
                + ("[green]promoted[/]" if p.get("passed") else
                   f"[red]rejected[/] ({', '.join(p.get('failing') or [])})")
                + (f"; {p['skipped']}" if p.get("skipped") else "")) if p else "-")
@@ -111,12 +123,14 @@ def generations_table(res: CyclesOutcome) -> Table:
 
     t = Table(title="generations (each cycle: parent -> candidate)", title_justify="left")
     for c in ("cycle", "parent -> candidate", "holdout (templates never trained on)", "suite (no generator)",
-              "in-template (parent)", "promote trials reused", "verdict"):
+              "in-template (train split)", "promote trials reused", "verdict"):
         t.add_column(c)
     for i, r in enumerate(res.rows, 1):
         t.add_row(str(i), f"{r.parent} -> {r.candidate or '-'}",
                   f"{pair(r.holdout)}, p {_fmt(r.holdout_p)} ({r.holdout_units} units)",
-                  f"{pair(r.suite)}, p {_fmt(r.suite_p)}", _fmt(r.in_template, True), str(r.reused),
+                  f"{pair(r.suite)}, p {_fmt(r.suite_p)}",
+                  f"{pair(r.in_template_pair)}, p {_fmt(r.in_template_p)}" if r.in_template_pair[0] is not None
+                  else f"{_fmt(r.in_template, True)} (parent, expand baseline)", str(r.reused),
                   r.verdict or (r.stopped or "-"))
     return t
 
@@ -217,12 +231,15 @@ def cycle(
                                         "per cycle.")] = 1,
     html: Annotated[bool, typer.Option("--html/--no-html", help="Write the HTML diff report.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+    executor: Annotated[str | None, ExecutorOpt] = None,
+    address: Annotated[str | None, AddressOpt] = None,
 ) -> None:
     """Run discover -> expand -> update -> promote for the current generation, under one budget per cycle."""
     from rsi.loop.cycle.phase import CycleRequest
 
     with errors():
         wctx = open_context(ctx)
+        use_executor(wctx, executor, address)
         req = CycleRequest(budget=budget, resume=resume, n=n, generators=list(generator or []),
                            levels=list(level or []), attempts=attempts,
                            expand_attempts=expand_attempts, proposals=proposals, backend=backend,

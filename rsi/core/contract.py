@@ -105,6 +105,9 @@ class Promotion(_Strict):
     suites: list[str] = Field(default_factory=list)
     suite_margin: float = Field(default=0.1, ge=0, le=1)
     suite_trials_per_task: int = Field(default=2, gt=0)
+    # trials per train task and generation for the in-template rate (the templates update trained on):
+    # measured beside the holdout and reported, never gated; 0 measures nothing
+    in_template_trials_per_task: int = Field(default=0, ge=0)
 
 
 class AttributionRules(_Strict):

@@ -131,6 +131,33 @@ def suite_rates(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, TaskO
 
 
 @dataclass
+class InTemplateRates:
+    """Parent and candidate on the train tasks (the templates update trained on): measured, never gated.
+    Beside the template-disjoint holdout it tells learning a template from getting better in general."""
+
+    tasks: int
+    units: int  # templates (a task without one is its own)
+    parent: float  # pooled pass rate
+    candidate: float
+    delta: float  # mean over units of the per-unit mean difference
+    p_value: float | None  # one-sided (the candidate is better), clustered on units
+
+    @property
+    def passed_rate(self) -> str:
+        return f"{100 * self.parent:.1f}% -> {100 * self.candidate:.1f}%"
+
+
+def in_template_rates(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, TaskOutcome]) -> InTemplateRates:
+    """The in-template figures over the tasks measured in both arms."""
+    common = sorted(t for t in set(parent) & set(candidate) if parent[t].trials and candidate[t].trials)
+    p_n, c_n = sum(parent[t].trials for t in common), sum(candidate[t].trials for t in common)
+    p_rate = sum(parent[t].passes for t in common) / p_n if p_n else 0.0
+    c_rate = sum(candidate[t].passes for t in common) / c_n if c_n else 0.0
+    units, delta, p = clustered(parent, candidate, common) if common else ([], 0.0, None)
+    return InTemplateRates(len(common), len(units), p_rate, c_rate, delta, p)
+
+
+@dataclass
 class PromotionVerdict:
     gates: list[Gate]
     n_tasks: int
@@ -146,6 +173,7 @@ class PromotionVerdict:
     task_p_value: float | None = None  # per task: the paired test over tasks (not gated: tasks cluster)
     units: list[UnitRates] = field(default_factory=list)
     suite: SuiteRates | None = None
+    in_template: InTemplateRates | None = None  # measured when the contract asks, never gated
 
     @property
     def passed(self) -> bool:
@@ -253,19 +281,28 @@ def figures(v: PromotionVerdict) -> list[str]:
 
     per_task = (f"per task: {v.n_tasks} tasks, delta {v.task_delta:+.3f}, p = {p(v.task_p_value)} "
                 f"(paired {test_name(v.n_tasks)}, one-sided)")
+    tail = []
+    if v.in_template is not None and v.in_template.tasks:
+        it = v.in_template
+        tail.append(f"in-template (train tasks, the templates update trained on; not gated): {it.tasks} tasks on "
+                    f"{it.units} {unit_word('template', it.units)}, {it.passed_rate}, delta {it.delta:+.3f}, "
+                    f"p = {p(it.p_value)} (one-sided, clustered on templates)")
     if v.unit == "task":
-        return [per_task + " (gated)"]
+        return [per_task + " (gated)", *tail]
     return [f"per {v.unit} (gated): {v.n_units} {unit_word(v.unit, v.n_units)}, delta {v.delta:+.3f}, p = "
             f"{p(v.p_value)} (paired {test_name(v.n_units)} over per-{v.unit} mean differences, one-sided)",
-            per_task + f"; not gated: tasks of one {v.unit} are not independent"]
+            per_task + f"; not gated: tasks of one {v.unit} are not independent", *tail]
 
 
 def evaluate(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, TaskOutcome], promotion: Promotion, *,
              parent_major: int, candidate_major: int, contract_major: int,
-             suite: tuple[Mapping[str, TaskOutcome], Mapping[str, TaskOutcome]] | None = None) -> PromotionVerdict:
+             suite: tuple[Mapping[str, TaskOutcome], Mapping[str, TaskOutcome]] | None = None,
+             in_template: tuple[Mapping[str, TaskOutcome], Mapping[str, TaskOutcome]] | None = None,
+             ) -> PromotionVerdict:
     """Every gate of the contract's `promotion` section over per-task outcomes of both arms; the paired test
     and min_delta are taken over units (each TaskOutcome's `unit`, the task itself where it has none).
-    `suite`: (parent, candidate) outcomes on the contract's regression suites, gated when it names any."""
+    `suite`: (parent, candidate) outcomes on the contract's regression suites, gated when it names any;
+    `in_template`: (parent, candidate) outcomes on the train tasks, reported and never gated."""
     common = sorted(t for t in set(parent) & set(candidate) if parent[t].trials and candidate[t].trials)
     need = min_tasks(promotion.alpha)
     # outcomes without units (every task its own) are counted and labelled as tasks, whatever the contract says
@@ -330,7 +367,8 @@ def evaluate(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, TaskOutc
                       infra <= promotion.infra_error_ceiling + 1e-12))
     return PromotionVerdict(gates=gates, n_tasks=len(common), min_tasks=need, parent_rate=p_rate,
                             candidate_rate=c_rate, delta=delta, p_value=p_value, families=families, unit=unit,
-                            n_units=n_units, task_delta=task_delta, task_p_value=task_p, units=units, suite=suite_out)
+                            n_units=n_units, task_delta=task_delta, task_p_value=task_p, units=units, suite=suite_out,
+                            in_template=in_template_rates(*in_template) if in_template is not None else None)
 
 
 def family_rates(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, TaskOutcome],
@@ -346,6 +384,6 @@ def family_rates(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, Task
     return [out[k] for k in sorted(out)]
 
 
-__all__ = ["FamilyRates", "Gate", "PromotionVerdict", "SuiteRates", "TaskOutcome", "UnitRates", "clustered",
-           "evaluate", "family_rates", "figures", "holdout_advice", "min_tasks", "paired_p", "suite_rates", "test_name",
-           "unit_rates", "unit_word", "wilson"]
+__all__ = ["FamilyRates", "Gate", "InTemplateRates", "PromotionVerdict", "SuiteRates", "TaskOutcome", "UnitRates",
+           "clustered", "evaluate", "family_rates", "figures", "holdout_advice", "in_template_rates", "min_tasks",
+           "paired_p", "suite_rates", "test_name", "unit_rates", "unit_word", "wilson"]

@@ -22,11 +22,14 @@ def per_generation(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | No
     out: dict[str, dict[str, float | None]] = {}
     for r in rows:
         par = out.setdefault(r["parent"], {"holdout": None, "suite": None, "in_template": None})
+        pair = r.get("in_template_pair") or (None, None)  # promote's measurement, when the contract asks
         par.update({k: v for k, v in (("holdout", r["holdout"][0]), ("suite", r["suite"][0]),
-                                      ("in_template", r["in_template"])) if v is not None})
+                                      ("in_template", pair[0] if pair[0] is not None else r["in_template"]))
+                    if v is not None})
         if r.get("candidate"):
             cand = out.setdefault(r["candidate"], {"holdout": None, "suite": None, "in_template": None})
-            cand.update({k: v for k, v in (("holdout", r["holdout"][1]), ("suite", r["suite"][1])) if v is not None})
+            cand.update({k: v for k, v in (("holdout", r["holdout"][1]), ("suite", r["suite"][1]),
+                                           ("in_template", pair[1])) if v is not None})
     return out
 
 

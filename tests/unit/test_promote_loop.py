@@ -226,6 +226,29 @@ def test_a_candidate_that_keeps_the_suite_passes_its_gate_and_suite_trials_are_r
     assert again.trials["planned"] == 0 and again.trials["reused"] == 2 * 6 * 4 + 2 * 6 * 2
 
 
+def test_in_template_rate_is_measured_on_train_tasks_reported_and_never_gated(
+        ws: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    """With `in_template_trials_per_task`, promote also runs both generations on the train tasks: the
+    figures are in the verdict and its printed lines, and they never decide (a loss there gates nothing)."""
+    text = ws.contract_path.read_text()
+    assert "in_template_trials_per_task: 0" in text
+    ws.contract_path.write_text(text.replace("in_template_trials_per_task: 0", "in_template_trials_per_task: 2"))
+    ctx = WorkspaceContext.open(ws.ws.root)
+    try:
+        out = promote(ctx, PromoteRequest("gen-0001", dry_run=True, agent="forgets"), provider=provider)
+    finally:
+        ctx.store.close()
+    it = out.verdict.in_template
+    assert it is not None and it.tasks == 1 and it.units == 1  # train0, its own unit (no template)
+    assert out.trials["planned"] == 2 * 6 * 4 + 2 * 1 * 2
+    # `forgets` plays `better` on train0: attempt 1 of 2 for the parent, both for the candidate
+    assert (it.parent, it.candidate) == (0.5, 1.0)
+    assert out.verdict.passed and "in_template" not in {g.name for g in out.verdict.gates}
+    from rsi.core.promotion import figures
+    assert any(line.startswith("in-template (train tasks") and "50.0% -> 100.0%" in line
+               for line in figures(out.verdict))
+
+
 def test_a_missing_suite_is_an_error_naming_the_contract_field(ws: WorkspaceContext,
                                                                provider: FakeSandboxProvider) -> None:
     from rsi.core.errors import InputError

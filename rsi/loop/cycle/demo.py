@@ -18,6 +18,7 @@ DEMO_FAMILIES = ("files", "text", "data", "logs", "pyfix", "pipeline")
 DEMO_GENERATORS = ("files", "text", "data", "logs", "files", "text", "pyfix", "pipeline")  # in turn
 DEMO_LEVELS = (1, 1, 2)  # in turn: level 1 twice, then level 2
 DEMO_TRAIN = {"steps": 48, "batch_size": 4, "max_seq_len": 1024}
+DEMO_IN_TEMPLATE = 1  # promote's trials per train task and generation for the in-template rate (not gated)
 DEMO_HOLDOUT_TEMPLATES = 8  # with 5 (the clustered test's minimum) every template must improve for p < 0.05
 
 
@@ -30,7 +31,9 @@ def demo_request(budget: float) -> CycleRequest:
 
 
 def demo_settings(root: Path) -> None:
-    """The demo's training numbers in the workspace's rsi.yaml (where `rsi update` reads them)."""
+    """The demo's training numbers in the workspace's rsi.yaml (where `rsi update` reads them), and its
+    contract asks promote for the in-template rate (DEMO_IN_TEMPLATE trials per train task and generation),
+    so one run reports the template-disjoint holdout, the suite and in-template side by side."""
     import yaml
 
     from rsi.store.files import write_atomic
@@ -40,7 +43,12 @@ def demo_settings(root: Path) -> None:
     train = data.setdefault("train", {})
     train.update(DEMO_TRAIN)
     write_atomic(path, yaml.safe_dump(data, sort_keys=False))
+    contract = root / str(data["contract"])
+    text = contract.read_text()
+    key = "in_template_trials_per_task: 0"
+    if key in text:  # the shipped contract's line, comments kept
+        write_atomic(contract, text.replace(key, f"in_template_trials_per_task: {DEMO_IN_TEMPLATE}"))
 
 
-__all__ = ["DEMO_FAMILIES", "DEMO_GENERATORS", "DEMO_HOLDOUT_TEMPLATES", "DEMO_LEVELS", "DEMO_TRAIN", "demo_request",
-           "demo_settings"]
+__all__ = ["DEMO_FAMILIES", "DEMO_GENERATORS", "DEMO_HOLDOUT_TEMPLATES", "DEMO_IN_TEMPLATE", "DEMO_LEVELS",
+           "DEMO_TRAIN", "demo_request", "demo_settings"]

@@ -35,7 +35,7 @@ from rsi.loop.discover.phase import DiscoverRequest, discover, next_seed
 from rsi.loop.expand.candidates import Reflector
 from rsi.loop.expand.phase import ExpandRequest, expand
 from rsi.loop.hooks import CycleHooks, DiscoverHooks, ExpandHooks, Progress
-from rsi.loop.promote.phase import PromoteRequest, holdout_tasks, holdout_units, promote
+from rsi.loop.promote.phase import PromoteRequest, holdout_tasks, holdout_units, promote, train_tasks
 from rsi.loop.run import new_job_id
 from rsi.loop.suites import suite_tasks
 from rsi.loop.update.phase import UpdateFailed, UpdateRequest, run_update
@@ -116,7 +116,8 @@ def plan_split(ctx: WorkspaceContext, budget: float, discover_share: float = DIS
         suite = len(suite_tasks(ctx))
     except InputError:
         suite = 0  # promote names the missing suite
-    prom = float(2 * p.trials_per_task * holdout + 2 * p.suite_trials_per_task * suite)
+    prom = float(2 * p.trials_per_task * holdout + 2 * p.suite_trials_per_task * suite
+                 + 2 * p.in_template_trials_per_task * len(train_tasks(ctx)))
     rest = budget - prom
     if rest < 2:
         raise InputError("--budget", None, f"{budget:g} trials cannot cover promote's {prom:g} (2 generations x "
@@ -316,7 +317,8 @@ class _Cycle:
             suite = len(suite_tasks(self.ctx))
         except InputError:
             suite = 0  # promote names the missing suite
-        need = float(2 * promo.trials_per_task * len(holdout_tasks(self.ctx)) + 2 * promo.suite_trials_per_task * suite)
+        need = float(2 * promo.trials_per_task * len(holdout_tasks(self.ctx)) + 2 * promo.suite_trials_per_task * suite
+                     + 2 * promo.in_template_trials_per_task * len(train_tasks(self.ctx)))
         if need <= self.split["promote"]:
             return
         more = need - self.split["promote"]
@@ -381,7 +383,11 @@ class _Cycle:
                     suite_tasks=v.suite.tasks if v.suite else 0,
                     suite_parent_rate=v.suite.parent if v.suite else None,
                     suite_candidate_rate=v.suite.candidate if v.suite else None,
-                    suite_p_value=v.suite.p_value if v.suite else None)
+                    suite_p_value=v.suite.p_value if v.suite else None,
+                    in_template_tasks=v.in_template.tasks if v.in_template else 0,
+                    in_template_parent_rate=v.in_template.parent if v.in_template else None,
+                    in_template_candidate_rate=v.in_template.candidate if v.in_template else None,
+                    in_template_p_value=v.in_template.p_value if v.in_template else None)
         return f"promote stopped: {out.interrupted}" if out.interrupted else None
 
 

@@ -4,7 +4,9 @@ reason, because the next cycle would only repeat the same parent.
 
 The per-generation table holds what each cycle measured: the template-disjoint holdout (parent ->
 candidate, the gated p), the fixed regression suite (parent -> candidate, the non-inferiority p), and the
-in-template rate (expand's baseline on the train split, whose templates update trains on). Promote reuses
+in-template rate (parent -> candidate on the train split, whose templates update trains on, when the
+contract's `promotion.in_template_trials_per_task` asks promote to measure it; else expand's baseline of
+the parent). Promote reuses
 a parent's finished holdout and suite trials across candidates, so the table also counts how many trials
 each cycle's promote reused rather than re-ran.
 """
@@ -34,6 +36,9 @@ class GenerationRow:
     suite: tuple[float | None, float | None] = (None, None)
     suite_p: float | None = None
     in_template: float | None = None  # expand's baseline pass rate of the parent on the train split
+    # parent -> candidate on the train tasks, measured by promote when the contract asks (never gated)
+    in_template_pair: tuple[float | None, float | None] = (None, None)
+    in_template_p: float | None = None
     reused: int = 0  # promote trials reused from earlier measurements (the parent's, mostly)
     stopped: str | None = None
 
@@ -61,7 +66,9 @@ def row_of(out: CycleOutcome) -> GenerationRow:
         holdout=(p.get("parent_rate"), p.get("candidate_rate")), holdout_p=p.get("p_value"),
         holdout_units=int(p.get("holdout_units") or 0),
         suite=(p.get("suite_parent_rate"), p.get("suite_candidate_rate")), suite_p=p.get("suite_p_value"),
-        in_template=e.get("baseline_rate"), reused=int(prom.trials.get("reused", 0)) if prom is not None else 0,
+        in_template=e.get("baseline_rate"),
+        in_template_pair=(p.get("in_template_parent_rate"), p.get("in_template_candidate_rate")),
+        in_template_p=p.get("in_template_p_value"), reused=int(prom.trials.get("reused", 0)) if prom is not None else 0,
         stopped=out.stopped)
 
 

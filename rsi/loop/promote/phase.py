@@ -7,7 +7,9 @@
    the probe selected the tasks); the rest run as one child `run` job of the promote phase job
    (rsi.loop.stages.ChildJobs), so a killed promote resumes without re-paying a trial;
 3. **suites**: the same for the contract's regression suites (`promotion.suites`: fixed task directories
-   no generator wrote), `promotion.suite_trials_per_task` trials per task and generation;
+   no generator wrote), `promotion.suite_trials_per_task` trials per task and generation; and, when the
+   contract asks (`promotion.in_template_trials_per_task` > 0), for the train tasks: the in-template rate,
+   reported beside the template-disjoint holdout and never gated;
 4. **gates** (rsi.core.promotion): contract major, enough holdout units (templates, by the contract's
    `promotion.holdout_unit`), min_delta, the paired test clustered on units, per-family regression,
    non-inferiority on the suites, infra errors. When the contract majors differ or there are too few
@@ -44,6 +46,7 @@ from rsi.store.tables import TrialRow
 
 STAGE = "holdout"
 SUITE_STAGE = "suite"
+IN_TEMPLATE_STAGE = "in_template"
 
 
 @dataclass
@@ -84,6 +87,13 @@ def holdout_tasks(ctx: WorkspaceContext) -> list[Task]:
     """Tasks under tasks/ with split holdout whose registered state (if any) is active."""
     state = {r.digest: r.state for r in ctx.store.task_rows()}
     return [t for t in load_pool(ctx.ws.tasks_dir) if t.split == "holdout" and state.get(t.digest, "active")
+            == "active"]
+
+
+def train_tasks(ctx: WorkspaceContext) -> list[Task]:
+    """Tasks under tasks/ with split train whose registered state (if any) is active."""
+    state = {r.digest: r.state for r in ctx.store.task_rows()}
+    return [t for t in load_pool(ctx.ws.tasks_dir) if t.split == "train" and state.get(t.digest, "active")
             == "active"]
 
 
@@ -143,9 +153,12 @@ def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | Non
                           "evaluates it without changing anything")
     parent = ctx.generation(cand.parent)
     k, k_suite = contract.promotion.trials_per_task, contract.promotion.suite_trials_per_task
+    k_in = contract.promotion.in_template_trials_per_task
     tasks = holdout_tasks(ctx)
     held = {t.digest for t in tasks}
     suite = [t for t in suite_tasks(ctx) if t.digest not in held]
+    seen = held | {t.digest for t in suite}
+    in_tpl = [t for t in train_tasks(ctx) if t.digest not in seen] if k_in else []
     need = min_tasks(contract.promotion.alpha)
     majors_ok = _major(cand.contract) == _major(parent.contract) == contract.major
     skipped = None
@@ -176,7 +189,8 @@ def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | Non
         reused = planned = 0
         cells: list[tuple[str, str, int]] = []
         suite_cells: list[tuple[str, str, int]] = []
-        for group, want, out_cells in ((tasks, k, cells), (suite, k_suite, suite_cells)):
+        in_cells: list[tuple[str, str, int]] = []
+        for group, want, out_cells in ((tasks, k, cells), (suite, k_suite, suite_cells), (in_tpl, k_in, in_cells)):
             if skipped is not None:
                 break
             for p in plans:
@@ -199,14 +213,19 @@ def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | Non
             if stop is None and suite:
                 stop = runner.run(Stage(SUITE_STAGE, plans, suite_cells, [Path(t.path) for t in suite],
                                         part="suite")).stop
+            if stop is None and in_tpl:
+                stop = runner.run(Stage(IN_TEMPLATE_STAGE, plans, in_cells, [Path(t.path) for t in in_tpl],
+                                        part="in-template")).stop
         own = [r for j in runner.children() for r in store.trials(j.id)]
         arms_out: list[dict[str, TaskOutcome]] = []
         suite_out: list[dict[str, TaskOutcome]] = []
+        in_out: list[dict[str, TaskOutcome]] = []
         allowed: list[str] = list(contract.grading.promotion_integrity)
         for p in plans:
             mine = [r for r in own if r.arm_id == p.arm.id]
             parts: tuple[tuple[list[Task], int, HoldoutUnit, list[dict[str, TaskOutcome]]], ...] = (
-                (tasks, k, contract.promotion.holdout_unit, arms_out), (suite, k_suite, "task", suite_out))
+                (tasks, k, contract.promotion.holdout_unit, arms_out), (suite, k_suite, "task", suite_out),
+                (in_tpl, k_in, "template", in_out))
             for group, want, unit, into in parts:
                 rows = store.evidence_trials("promote", generation=p.arm.generation or "",
                                              config_digest=p.arm.config_digest, task_digests=[t.digest for t in group],
@@ -214,7 +233,8 @@ def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | Non
                 into.append(_outcomes(rows, mine, group, want, allowed, unit))
         verdict = evaluate(arms_out[0], arms_out[1], contract.promotion, parent_major=_major(parent.contract),
                            candidate_major=_major(cand.contract), contract_major=contract.major,
-                           suite=(suite_out[0], suite_out[1]))
+                           suite=(suite_out[0], suite_out[1]),
+                           in_template=(in_out[0], in_out[1]) if in_tpl and skipped is None else None)
         if skipped is not None and majors_ok:  # nothing measured: the advice counts the units the holdout has
             verdict.gates = [_units_gate(g, len(holdout_units(ctx, tasks)), len(tasks), need, _label(ctx, tasks))
                              for g in verdict.gates]
