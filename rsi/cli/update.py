@@ -29,6 +29,10 @@ def update(
         help="The command backend's template: {dataset} {output_dir} {base_model} {parent_adapter}.")] = None,
     steps: Annotated[int | None, typer.Option("--steps", help="Optimiser steps (default: train.steps).")] = None,
     load: Annotated[bool, typer.Option("--load/--no-load", help="Load the adapter into the running endpoint.")] = True,
+    add_specialist: Annotated[str | None, typer.Option(
+        "--add-specialist", help="Mixture-of-LoRA: register a new adapter LABEL (L<k>) for new families.")] = None,
+    domains: Annotated[str | None, typer.Option(
+        "--domains", help="With --add-specialist: the families it serves, comma-separated.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Update: select accepted trajectories, train a LoRA revision, register a candidate generation."""
@@ -50,10 +54,23 @@ def update(
                     p.console.print(msg, highlight=False, soft_wrap=True, markup=False)
 
             req = UpdateRequest(gen=gen, backend=backend, from_jobs=list(from_job or []), objective=objective,
-                                out=out, command=command, steps=steps, load=load, log=log, progress=progress)
+                                out=out, command=command, steps=steps, load=load, log=log, progress=progress,
+                                add_specialist=add_specialist,
+                                domains=[d.strip() for d in (domains or "").split(",") if d.strip()])
             o = run_update(req, workspace_root(ctx))
         if as_json:
             print_json(o.as_json())
+            return
+        if "mol" in o.training:  # a mixture: one row per adapter
+            t = Table(title=f"update {o.run_id} ({o.generation} -> {o.candidate}, Mixture-of-LoRA)")
+            for col in ("adapter", "domains", "trials", "routing examples", "revision"):
+                t.add_column(col)
+            for lab, info in o.training["mol"].items():
+                a = (o.adapter or {}).get(lab, {})
+                moved = "new " if info.get("changed") else "kept "
+                t.add_row(lab, ", ".join(info.get("domains") or []) or "chat", str(info.get("trials", 0)),
+                          str(info.get("routing_examples", 0)), moved + str(a.get("serve_name", "-")))
+            console.print(t)
             return
         t = Table(title=f"update {o.run_id} ({o.generation}, backend {o.backend}, objective {o.objective})")
         t.add_column("figure")

@@ -207,8 +207,9 @@ class HarnessAgent:
         finally:
             rec.rsi_extra["stop_reason"] = stop_reason
             if mol is not None:
-                rec.rsi_extra["mol"] = mol.as_json()
-            rec.rsi_extra["messages"] = history.messages()
+                rec.rsi_extra["mol"] = {**mol.as_json(), "family": ctx.task.family}
+            rec.rsi_extra["messages"] = (mol.answer_messages if mol is not None and mol.answer_messages
+                                         else history.messages())
             rec.rsi_extra["tools"] = tools if config.action_format == "tool_calls" else []
             rec.finish(
                 prompt_tokens=outcome.usage.prompt_tokens,
@@ -248,6 +249,7 @@ class HarnessAgent:
                              "latency_sec": round(route.latency_sec, 3)})
         stop = self._turns(sandbox, ctx, config, lim, RecordingModel(client, mol), mol.serve_names[mol.label],
                            tools, tool_schemas, workdir, mol, rec, outcome, start)
+        mol.answer_messages = mol.view(mol.label)
         if outcome.error_type is not None:
             return stop
         try:

@@ -29,10 +29,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
+from rsi.core.contract import Contract
 from rsi.core.errors import InfraError
+from rsi.core.harness_config import HarnessConfig
+from rsi.core.limits import effective_limits
 from rsi.core.mol import ROUTER, MolSpec, route_question, summary_request
+from rsi.core.task import Task
 from rsi.core.trial import Usage
 from rsi.harness.history import TurnEvent, render_turn
+from rsi.harness.prompts import initial_messages, prompt_variables
 from rsi.models.client import ChatResult, ChoiceResult, ModelRequestError
 
 Hop = Literal["route", "answer", "summary"]
@@ -130,6 +135,8 @@ class MolSession:
     records: list[HopRecord] = field(default_factory=list)
     label: str = ROUTER  # the adapter acting now
     policy: str = "mol"
+    # the acting adapter's view when its answer turns ended (before the summary hop): what trains it
+    answer_messages: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         self.head = tuple(copy.deepcopy(list(self.head)))
@@ -265,6 +272,18 @@ def mol_spec_for(domains: Mapping[str, Sequence[str]], config_mol: MolSpec | Non
     return config_mol.model_copy(update={"domains": MolSpec(domains=base).domains})
 
 
+def route_prompt(config: HarnessConfig, contract: Contract, task: Task, domains: Mapping[str, Sequence[str]],
+                 *, config_dir: Any = None) -> list[dict[str, Any]]:
+    """L0's route prompt for a task's instruction, exactly as a trial's first route hop sends it (the
+    head rendered for the task, the instruction, the route question): routing examples for training L0
+    and the holdout instructions of the routing-accuracy gate are built with it."""
+    lim = effective_limits(task.spec, contract, config)
+    variables = prompt_variables(config, instruction=task.instruction, workdir=task.spec.environment.workdir,
+                                 tools=contract.openai_tools(config.tools), max_turns=lim.max_turns, task=task.name)
+    head = initial_messages(config, variables, config_dir=config_dir)
+    return head + [{"role": "user", "content": route_question(domains)}]
+
+
 __all__ = [
     "ActEvent",
     "Event",
@@ -279,4 +298,5 @@ __all__ = [
     "mol_spec_for",
     "render_event",
     "render_mol_view",
+    "route_prompt",
 ]

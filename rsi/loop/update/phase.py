@@ -54,6 +54,9 @@ class UpdateRequest:
     command: str | None = None
     steps: int | None = None
     load: bool = True  # load the adapter into the running endpoint
+    # Mixture-of-LoRA (rsi.loop.update.mol): register a new specialist LABEL for these new families
+    add_specialist: str | None = None
+    domains: list[str] = field(default_factory=list)
     log: Log = lambda _m: None  # noqa: E731
     progress: Progress | None = None
 
@@ -178,6 +181,14 @@ def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
     refused_counts: dict[str, int] = {}
     for why in refusals.values():
         refused_counts[why.split(":")[0]] = refused_counts.get(why.split(":")[0], 0) + 1
+    if gen.is_mol or cfg.mol is not None or req.add_specialist is not None:
+        from rsi.loop.update.mol import PhaseHooks, run_mol_update  # each specialist on its own domains
+
+        hooks = PhaseHooks(outcome=UpdateOutcome, failed=UpdateFailed, load=_load_into_endpoint,
+                           new_id=next_generation_id(ctx),
+                           base_dir=_base_model_dir(ctx) if req.backend == "local" else None)
+        return run_mol_update(req, ctx, gen, cfg, cfg_digest, cfg_source, loaded, refused_counts, settings,
+                              t0, hooks)  # type: ignore[no-any-return]
     if not loaded:
         detail = next(iter(refusals.values()), "no finished harness trials of this generation")
         raise ConfigError(f"rsi update: no trajectory of {gen.id} can train a candidate served with "
