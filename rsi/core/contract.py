@@ -105,6 +105,9 @@ class Promotion(_Strict):
     suites: list[str] = Field(default_factory=list)
     suite_margin: float = Field(default=0.1, ge=0, le=1)
     suite_trials_per_task: int = Field(default=2, gt=0)
+    # Mixture-of-LoRA: the candidate's routing accuracy on holdout instructions may not fall below the
+    # parent's by more than this (L0 is retrained every generation, so routing can regress)
+    routing_margin: float = Field(default=0.05, ge=0, le=1)
     # trials per train task and generation for the in-template rate (the templates update trained on):
     # measured beside the holdout and reported, never gated; 0 measures nothing
     in_template_trials_per_task: int = Field(default=0, ge=0)

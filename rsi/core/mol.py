@@ -148,6 +148,51 @@ def keyword_route(instruction: str, domains: Mapping[str, Sequence[str]]) -> str
     return best
 
 
+
+
+# --- routing accuracy (the promotion gate, rsi diff, benchmarks/mol.py E1) --------------------------------
+
+
+class RoutingScore(BaseModel):
+    """Routing accuracy of one router on instructions with gold labels (label infra failures excluded)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    correct: int = 0
+    total: int = 0
+    infra: int = 0  # instructions whose route hop failed (never counted as wrong)
+    confusion: dict[str, dict[str, int]] = Field(default_factory=dict)  # gold -> predicted -> count
+    margins: list[float] = Field(default_factory=list)
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.total if self.total else 0.0
+
+    def add(self, gold: str, predicted: str, margin: float | None = None) -> None:
+        self.total += 1
+        self.correct += int(gold == predicted)
+        row = self.confusion.setdefault(gold, {})
+        row[predicted] = row.get(predicted, 0) + 1
+        if margin is not None:
+            self.margins.append(round(margin, 4))
+
+    def recall(self) -> dict[str, float]:
+        return {g: row.get(g, 0) / sum(row.values()) for g, row in sorted(self.confusion.items()) if row}
+
+
+def routing_gate_problem(parent: RoutingScore | None, candidate: RoutingScore, margin: float) -> str | None:
+    """Why the candidate's routing fails the gate (None: it passes): it may not fall below the parent's
+    accuracy by more than `margin`; with no parent mixture there is nothing to regress from."""
+    if candidate.total == 0:
+        return "no holdout instruction could be routed (every route hop failed)"
+    if parent is None or parent.total == 0:
+        return None
+    if candidate.accuracy < parent.accuracy - margin:
+        return (f"routing accuracy {candidate.accuracy:.3f} is below the parent's {parent.accuracy:.3f} "
+                f"by more than {margin:g}")
+    return None
+
+
 __all__ = [
     "DEFAULT_SUMMARY_TOKENS",
     "ROUTER",
@@ -155,11 +200,13 @@ __all__ = [
     "SPECIALIST_ROLE",
     "Constraint",
     "MolSpec",
+    "RoutingScore",
     "choice_regex",
     "domain_problems",
     "keyword_route",
     "label_index",
     "regex_labels",
     "route_question",
+    "routing_gate_problem",
     "summary_request",
 ]

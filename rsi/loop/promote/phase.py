@@ -56,6 +56,8 @@ class PromoteRequest:
     concurrency: int = 2
     resume: str | None = None
     agent: str = "harness"  # who acts for both generations (a scripted agent in unit tests)
+    # Mixture-of-LoRA: gen id -> a client with `choose` for the routing gate (tests); None: the endpoint
+    routing_client: Any = None
 
 
 @dataclass
@@ -71,9 +73,10 @@ class PromoteOutcome:
     skipped: str | None = None  # why no trial was run
     interrupted: str | None = None
     wall_sec: float = 0.0
+    routing: dict[str, Any] = field(default_factory=dict)  # MoL: gen id -> routing accuracy on the holdout
 
     def as_json(self) -> dict[str, Any]:
-        return {"job": self.job_id, "candidate": self.candidate, "parent": self.parent,
+        return {"job": self.job_id, "candidate": self.candidate, "parent": self.parent, "routing": self.routing,
                 "holdout_tasks": self.holdout_tasks, "trials": self.trials, "applied": self.applied,
                 "changes": self.changes, "skipped": self.skipped, "interrupted": self.interrupted,
                 "wall_sec": round(self.wall_sec, 2), "verdict": self.verdict.as_json()}
@@ -242,16 +245,25 @@ def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | Non
                              {"reused": reused, "planned": planned,
                               "infra": sum(1 for r in own if is_infra(r.error_type))},
                              skipped=skipped, interrupted=stop)
+        if cand.is_mol and skipped is None and stop is None and (req.agent == "harness" or req.routing_client):
+            from rsi.loop.promote.routing import routing_evidence  # the routing-accuracy gate
+
+            gate, scores = routing_evidence(ctx, cand, parent, tasks, req.routing_client)
+            verdict.gates.append(gate)
+            out.routing = {g: {**s.model_dump(), "accuracy": round(s.accuracy, 4), "recall": s.recall()}
+                           for g, s in scores.items()}
         if stop is not None:
             store.merge_job_params(job_id, {"verdict": verdict.as_json(), "trials": out.trials})
             store.mark_job_interrupted(job_id, stop)
             out.wall_sec = time.monotonic() - t0
             return out
         if not req.dry_run:
+            for g, r in out.routing.items():
+                _rewrite(ctx, g, {"routing_accuracy": r["accuracy"], "routing_instructions": float(r["total"])})
             out.changes = _apply(ctx, cand, parent, verdict, job_id)
             out.applied = True
         store.merge_job_params(job_id, {"verdict": verdict.as_json(), "trials": out.trials,
-                                        "changes": out.changes})
+                                        "changes": out.changes, "routing": out.routing})
         store.finish_job(job_id, "done")
         out.wall_sec = time.monotonic() - t0
         return out

@@ -1,0 +1,78 @@
+"""The routing-accuracy gate of a mixture candidate: each L0 routes the holdout instructions (the route prompt a
+trial sends), scored against the family's gold label; the candidate may not fall below the parent by more than
+promotion.routing_margin; a failed route hop is infra, never a wrong route."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rsi.core.generation import AdapterRef, GenerationManifest
+from rsi.core.mol import RoutingScore, routing_gate_problem
+from rsi.core.task import Task, TaskSpec
+from rsi.core.trial import Usage
+from rsi.loop.promote.routing import routing_evidence
+from rsi.models.client import ChoiceRefused, ChoiceResult
+from tests.updatekit import workspace
+
+DOMAINS = {"L0": [], "L1": ["files"], "L2": ["data"], "L3": ["pyfix"]}
+
+
+def _task(name: str, family: str) -> Task:
+    spec = TaskSpec.model_validate({"metadata": {"rsi": {"family": family, "split": "holdout"}}})
+    return Task(name=name, path=f"/tasks/{name}", spec=spec, instruction=f"Please handle {name}.",
+                digest=name.ljust(64, "0"), env_digest="0" * 64, has_solution=True)
+
+
+def _mol(base: GenerationManifest, gid: str, tag: str) -> GenerationManifest:
+    return base.model_copy(update={"id": gid, "schema_version": 2, "adapters": {
+        lab: AdapterRef(path=f"a/{lab}", sha256="0" * 64, serve_name=f"{tag}-{lab}", domains=fams)
+        for lab, fams in DOMAINS.items()}})
+
+
+class Router:
+    """Routes by the serve name asked: `good-L0` answers the gold label, `bad-L0` always L1, `flaky-L0` fails."""
+
+    def __init__(self) -> None:
+        self.prompts: list[list[dict[str, Any]]] = []
+
+    def choose(self, model: str, messages: list[dict[str, Any]], labels: list[str], *, constraint: str = "choice",
+               deadline: float | None = None) -> ChoiceResult:
+        self.prompts.append(messages)
+        text = messages[-2]["content"]
+        gold = "L1" if "files" in text else "L2" if "data" in text else "L3"
+        if model.startswith("flaky") and "data" in text:
+            raise ChoiceRefused("answered 'Sure'")
+        label = gold if not model.startswith("bad") else "L1"
+        return ChoiceResult(label=label, margin=2.0, scores=None, usage=Usage(), latency_sec=0.0)
+
+
+def test_the_gate_compares_candidate_and_parent_routing(tmp_path: Path) -> None:
+    ctx = workspace(tmp_path)
+    g0 = ctx.generation("gen-0000")
+    tasks = [_task("files-a", "files"), _task("data-b", "data"), _task("pyfix-c", "pyfix"), _task("files-d", "files")]
+    router = Router()
+    gate, scores = routing_evidence(ctx, _mol(g0, "gen-0002", "bad"), _mol(g0, "gen-0001", "good"), tasks,
+                                    lambda _g: router)
+    assert scores["gen-0001"].accuracy == 1.0 and scores["gen-0002"].accuracy == 0.5
+    assert not gate.passed and "below the parent's" in gate.detail
+    assert scores["gen-0002"].recall() == {"L1": 1.0, "L2": 0.0, "L3": 0.0}
+    # the route prompt ends with the instruction, then the route question naming every label
+    assert router.prompts[0][-2]["role"] == "user" and "L3: pyfix" in router.prompts[0][-1]["content"]
+
+    gate, scores = routing_evidence(ctx, _mol(g0, "gen-0002", "flaky"), _mol(g0, "gen-0001", "good"), tasks,
+                                    lambda _g: Router())
+    assert scores["gen-0002"].infra == 1 and scores["gen-0002"].total == 3 and gate.passed
+
+    gate, _ = routing_evidence(ctx, _mol(g0, "gen-0002", "bad"), g0, tasks, lambda _g: Router())
+    assert gate.passed  # a one-adapter parent has no routing to regress from
+
+
+def test_gate_rules() -> None:
+    good, worse = RoutingScore(), RoutingScore()
+    for gold in ("L1", "L2", "L3", "L1"):
+        good.add(gold, gold)
+        worse.add(gold, "L1" if gold == "L2" else gold)
+    assert routing_gate_problem(good, worse, 0.3) is None
+    assert routing_gate_problem(good, worse, 0.2) is not None
+    assert routing_gate_problem(None, RoutingScore(), 0.1) is not None  # nothing routed: never passes
