@@ -49,5 +49,24 @@ def open_context(ctx: typer.Context) -> Any:
     return WorkspaceContext.open(workspace_root(ctx))
 
 
+ExecutorOpt = typer.Option("--executor", help="Where trials run: local | ray (default: rsi.yaml `executor:`).")
+AddressOpt = typer.Option("--address", help="With --executor ray: the cluster (default: RAY_ADDRESS, else the "
+                          "cluster this machine joined).")
+
+
+def use_executor(wctx: Any, name: str | None, address: str | None) -> None:
+    """`--executor NAME [--address ADDR]` over the workspace's `executor:` settings (an unknown name
+    lists the known ones)."""
+    if name is None and address is None:
+        return
+    from rsi.core.settings import ExecutorSettings
+    from rsi.exec.local import EXECUTORS
+
+    cur = wctx.settings.executor
+    chosen = ExecutorSettings(name=name or cur.name, address=address or cur.address)
+    EXECUTORS.get(chosen.name)
+    wctx.settings = wctx.settings.model_copy(update={"executor": chosen})
+
+
 def print_json(obj: Any) -> None:
     typer.echo(json.dumps(obj, indent=2, default=str))

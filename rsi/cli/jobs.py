@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from rsi.cli.common import console, err_console, errors, open_context, print_json
+from rsi.cli.common import AddressOpt, ExecutorOpt, console, err_console, errors, open_context, print_json, use_executor
 from rsi.cli.progress import TrialBar, progress
 
 jobs_app = typer.Typer(help="Jobs: list and show.", no_args_is_help=True)
@@ -40,6 +40,8 @@ def run(
     unit: Annotated[str, typer.Option("--unit", help="Budget unit: trials | tokens | minutes.")] = "trials",
     resume: Annotated[str | None, typer.Option("--resume", help="Finish the unfinished trials of JOB.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
+    executor: Annotated[str | None, ExecutorOpt] = None,
+    address: Annotated[str | None, AddressOpt] = None,
 ) -> None:
     """Run every arm x task x K attempts in Docker sandboxes, N at a time, and summarise per arm.
 
@@ -53,6 +55,7 @@ def run(
                      configs=list(config or []), resume=resume, budget=budget, budget_unit=unit)
     with errors():
         wctx = open_context(ctx)
+        use_executor(wctx, executor, address)
         with progress(json_out) as bars:
             outcome = run_job(wctx, req, TrialBar(bars, "trials"))
     if json_out:

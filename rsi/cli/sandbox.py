@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from rsi.cli.common import console, errors, print_json, workspace_root
+from rsi.cli.common import AddressOpt, ExecutorOpt, console, errors, print_json, workspace_root
 
 app = typer.Typer(help="Sandbox images and leftovers.", no_args_is_help=True)
 
@@ -84,9 +84,12 @@ def gc(
     all_jobs: Annotated[
         bool, typer.Option("--all", help="Also sweep jobs this workspace does not know (other workspaces).")
     ] = False,
+    executor: Annotated[str | None, ExecutorOpt] = None,
+    address: Annotated[str | None, AddressOpt] = None,
 ) -> None:
-    """Remove the rsi containers and snapshot images of this workspace's jobs that are not running."""
-    from rsi.sandbox.registry import get_provider
+    """Remove the rsi containers and snapshot images of this workspace's jobs that are not running
+    (`--executor ray`: on every slot node of the cluster, each through its own Docker daemon)."""
+    from rsi.exec.local import driver_provider
     from rsi.store.paths import Workspace
     from rsi.store.repo import Store
 
@@ -96,7 +99,9 @@ def gc(
         live = store.live_job_ids() if store else set()
         # Another workspace's jobs may be running on the same daemon: leave them unless --all.
         scope = None if all_jobs else {j.id for j in store.list_jobs(limit=1_000_000)} if store else set()
-        provider = get_provider("docker")
+        chosen = ws.settings().executor if ws.exists() else None
+        name = executor or (chosen.name if chosen else "local")
+        provider = driver_provider(name, "docker", address or (chosen.address if chosen else None))
         report = provider.gc(live, scope=scope)
     if json_out:
         print_json({"containers": report.containers, "images": report.images, "live_jobs": sorted(live)})

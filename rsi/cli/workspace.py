@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from rsi.cli.common import console, errors, print_json, workspace_root
+from rsi.cli.common import AddressOpt, ExecutorOpt, console, errors, print_json, workspace_root
 
 
 def register(app: typer.Typer) -> None:
@@ -39,12 +39,16 @@ def doctor(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
     no_start: Annotated[bool, typer.Option("--no-start", help="Do not start the embedded model server.")] = False,
+    executor: Annotated[str | None, ExecutorOpt] = None,
+    address: Annotated[str | None, AddressOpt] = None,
 ) -> None:
-    """Check the Docker daemon, the base image, the DB and the model endpoint; print the fix for each gap."""
+    """Check the Docker daemon, the base image, the DB and the model endpoint; print the fix for each gap.
+    With the `ray` executor also the cluster: its slots, and each node's daemon, base image and endpoint."""
     from rsi.loop.doctor import run_checks
 
     with errors():
-        checks = run_checks(workspace_root(ctx), start_model=not no_start, task_paths=list(paths or []))
+        checks = run_checks(workspace_root(ctx), start_model=not no_start, task_paths=list(paths or []),
+                            executor=executor, address=address)
     if json_out:
         print_json([c.__dict__ for c in checks])
     else:

@@ -14,6 +14,17 @@ class SandboxSettings(BaseModel):
     base_image: str | None = None  # RSI_BASE_IMAGE overrides; default rsi-base:bookworm
 
 
+class ExecutorSettings(BaseModel):
+    """Where trial logic runs: `local` (this process) or `ray` (one Ray task per trial on a cluster
+    whose nodes declare `rsi_slot` resources; `address` as for `ray.init`, default: RAY_ADDRESS, else
+    the cluster this machine joined)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "local"
+    address: str | None = None
+
+
 class ProposerSettings(BaseModel):
     """An endpoint a proposer model is asked on: `discover.proposer` for `rsi discover --generator
     model` (tasks), `expand.proposer` for `rsi expand`'s reflective config proposals (default for
@@ -49,6 +60,7 @@ class WorkspaceSettings(BaseModel):
     harness_config: str = "harness_configs/default.yaml"
     base_model: str = "SmolLM2-135M-Instruct"
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    executor: ExecutorSettings = Field(default_factory=ExecutorSettings)
     discover: DiscoverSettings = Field(default_factory=DiscoverSettings)
     expand: ExpandSettings = Field(default_factory=ExpandSettings)
     train: TrainSettings = Field(default_factory=TrainSettings)

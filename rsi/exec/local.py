@@ -20,6 +20,7 @@ from rsi.core.registry import Registry
 from rsi.core.trial import TrialResult
 from rsi.exec.base import Executor, Gate, TrialEvent
 from rsi.exec.trial import Cancelled, TrialEnv, run_trial
+from rsi.sandbox.base import SandboxProvider
 
 TrialFn = Callable[[TrialSpec, TrialEnv], TrialResult]
 
@@ -135,5 +136,25 @@ class LocalExecutor:
                 self._running.pop(spec.trial_id, None)
 
 
+def _ray(env: TrialEnv, concurrency: int = 1, **kw: object) -> Executor:
+    from rsi.exec.ray_exec import RayExecutor  # Ray is imported only when chosen
+
+    return RayExecutor(env, concurrency, **kw)  # type: ignore[arg-type]
+
+
 EXECUTORS: Registry[Executor] = Registry("executor")
 EXECUTORS.add("local", LocalExecutor)
+EXECUTORS.add("ray", _ray)
+
+
+def driver_provider(executor: str, sandbox: str, address: str | None = None) -> SandboxProvider:
+    """What the driver checks and sweeps before and after a job: the local sandbox provider, or for
+    `ray` every slot node of the cluster (each through its own Docker daemon)."""
+    EXECUTORS.get(executor)  # an unknown name lists the known ones
+    if executor == "ray":
+        from rsi.exec.ray_exec import RayNodes
+
+        return RayNodes(address)
+    from rsi.sandbox.registry import get_provider
+
+    return get_provider(sandbox)

@@ -66,7 +66,42 @@ def _portable_python_check(tasks: list[str]) -> Check:
                  "the image may lack it)", None if ok else BUILD_FIX)
 
 
-def run_checks(root: Path | None, *, start_model: bool = True, task_paths: list[Path] | None = None) -> list[Check]:
+def cluster_checks(address: str | None, base_image: str, endpoint: str | None) -> list[Check]:
+    """With the `ray` executor: the cluster answers, has trial slots, and every slot node's own Docker
+    daemon answers, holds the base image and reaches the model endpoint (asked from the node)."""
+    try:
+        from rsi.exec.ray_exec import SLOT, START_HINT, connect, slot_nodes
+        from rsi.exec.ray_node import check_node
+    except ImportError as e:
+        return [Check("ray cluster", False, f"ray is not installed ({e})", "pip install -e '.[cluster]'")]
+    try:
+        connect(address)
+    except RsiError as e:
+        return [Check("ray cluster", False, str(e)[:200], "ray start --head (then the workers)")]
+    from rsi.exec.ray_exec import on_each_node
+
+    nodes = slot_nodes()
+    slots = int(sum(n["Resources"][SLOT] for n in nodes))
+    out = [Check("ray cluster", bool(nodes), f"{len(nodes)} slot node(s), {slots} trial slot(s)",
+                 None if nodes else START_HINT)]
+    for r in on_each_node(check_node, base_image, endpoint):
+        name = f"node {r.node[:12]}"
+        if r.daemon is not None:
+            out.append(Check(f"{name} docker", False, f"{r.host} {r.docker_host}: {r.daemon}",
+                             "start that node's dockerd, and its raylet with DOCKER_HOST pointing at it"))
+            continue
+        ok = r.base_image_id is not None
+        out.append(Check(f"{name} docker", ok, f"{r.host} {r.docker_host}: base image "
+                         f"{'present' if ok else base_image + ' missing'}",
+                         None if ok else f"docker save {base_image} | DOCKER_HOST={r.docker_host} docker load"))
+        if endpoint:
+            out.append(Check(f"{name} model endpoint", r.endpoint is None, r.endpoint or f"{endpoint} reachable",
+                             None if r.endpoint is None else "serve the model on an address every node reaches"))
+    return out
+
+
+def run_checks(root: Path | None, *, start_model: bool = True, task_paths: list[Path] | None = None,
+               executor: str | None = None, address: str | None = None) -> list[Check]:
     checks: list[Check] = []
     ws = Workspace.locate(root)
     ctx: WorkspaceContext | None = None
@@ -111,7 +146,21 @@ def run_checks(root: Path | None, *, start_model: bool = True, task_paths: list[
     else:
         model_check, info = _model_check(ctx, start_model)
     checks += [model_check, _sizing_check(info)]
+    chosen = ctx.settings.executor if ctx else None
+    if (executor or (chosen.name if chosen else "local")) == "ray":
+        checks += cluster_checks(address or (chosen.address if chosen else None), base,
+                                 _remote_endpoint(ctx) if model_check.ok else None)
     return checks
+
+
+def _remote_endpoint(ctx: WorkspaceContext | None) -> str | None:
+    """The model endpoint the workers must reach (not the embedded one, which runs on the driver only
+    while a job runs)."""
+    try:
+        endpoint = ctx.harness_config_for(ctx.generation()).model.endpoint if ctx else "embedded"
+    except RsiError:
+        return None
+    return None if endpoint == "embedded" else endpoint
 
 
 def _sizing_check(info: dict[str, object] | None) -> Check:

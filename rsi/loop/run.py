@@ -29,7 +29,7 @@ from rsi.core.task import Task
 from rsi.core.trial import ErrorType, TrialResult, TrialStatus, is_infra
 from rsi.exec.base import Executor, TrialEvent
 from rsi.exec.grading import grading_policy
-from rsi.exec.local import EXECUTORS
+from rsi.exec.local import EXECUTORS, driver_provider
 from rsi.exec.trial import TrialEnv
 from rsi.exec.verifier_offline import check_verifiers_offline
 from rsi.harness.agent import AGENTS
@@ -54,7 +54,7 @@ class RunRequest:
     generations: list[str] = field(default_factory=list)
     configs: list[Path] = field(default_factory=list)
     resume: str | None = None
-    executor: str = "local"
+    executor: str | None = None  # default: the workspace's (rsi.yaml `executor:`), else "local"
     budget: float | None = None
     budget_unit: str = "trials"
     # For the loop's phases: arms resolved by the caller, and which (task name, arm id, attempts)
@@ -143,9 +143,10 @@ def run_job(
 
     # The substrate must answer before anything is written: a refused job leaves no rows behind.
     from rsi.sandbox.base_image import resolve_base_image
-    from rsi.sandbox.registry import get_provider
 
-    provider = provider or get_provider(ctx.settings.sandbox.provider)
+    executor = req.executor or ctx.settings.executor.name
+    # with `ray`, the slot nodes: each node's daemon must answer and hold the base image
+    provider = provider or driver_provider(executor, ctx.settings.sandbox.provider, ctx.settings.executor.address)
     provider.ping()
     base_image = resolve_base_image(ctx.settings.sandbox.base_image)
     base_id = provider.image_id(base_image)
@@ -296,8 +297,10 @@ def _drive(
     """Feed the executor and record what comes back; return (stop kind, reason) or (None, None)."""
     store, grading = ctx.store, ctx.contract.grading
     stop_requested = threading.Event()
+    name = req.executor or ctx.settings.executor.name
+    opts = {"address": ctx.settings.executor.address} if name == "ray" else {}
     ex: Executor = EXECUTORS.create(
-        req.executor, env, req.concurrency, gate=(lambda _s: budget.try_start()) if budget else None
+        name, env, req.concurrency, gate=(lambda _s: budget.try_start()) if budget else None, **opts
     )
     stop: str | None = None
     reason: str | None = None
