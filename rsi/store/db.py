@@ -39,14 +39,25 @@ def sqlite_file(url: str) -> Path | None:
     return Path(u.database)
 
 
+# SQLite files this process has opened an engine on. The damage check reads the file's header with a plain
+# descriptor, and closing any descriptor of a file drops every POSIX lock this process holds on it: done
+# while an engine of this process held the database, it dropped SQLite's locks, so another process closing
+# its connection checkpointed and deleted the -wal file that engine was still writing into (data lost).
+# A file is therefore checked once per process, before its first engine, never under a live one.
+_ENGINE_FILES: set[str] = set()
+
+
 def make_engine(url: str) -> Engine:
     """An engine on `url`; for a SQLite file that exists, only once the file is known to be an rsi store
     (else a `StoreError` naming it and the fix)."""
     db_file = sqlite_file(url)
     if db_file is not None:
-        script = _script()
-        check_sqlite_file(db_file, {s.revision for s in script.walk_revisions()}, script.get_current_head())
+        key = str(db_file.resolve())
+        if key not in _ENGINE_FILES:
+            script = _script()
+            check_sqlite_file(db_file, {s.revision for s in script.walk_revisions()}, script.get_current_head())
         db_file.parent.mkdir(parents=True, exist_ok=True)
+        _ENGINE_FILES.add(key)
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}
                            if url.startswith("sqlite") else {})
     if url.startswith("sqlite"):
