@@ -163,6 +163,21 @@ def _per_unit(ctx: Ctx, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], lis
                       "delta": u.delta} for u in units]
 
 
+def mol_changes(a: GenerationManifest, b: GenerationManifest) -> dict[str, Any]:
+    """Mixture-of-LoRA: per label, which revisions moved (serve name / sha256), and each side's routing accuracy."""
+    rows = []
+    for label in sorted(set(a.adapters) | set(b.adapters), key=lambda x: (len(x), x)):
+        ra, rb = a.adapters.get(label), b.adapters.get(label)
+        state = ("added" if ra is None else "removed" if rb is None else
+                 "kept" if ra.serve_name == rb.serve_name and ra.sha256 == rb.sha256 else "moved")
+        ref = rb if rb is not None else ra
+        rows.append({"label": label, "state": state, "domains": (ref.domains or []) if ref is not None else [],
+                     "a": ra.serve_name if ra else None, "b": rb.serve_name if rb else None,
+                     "a_sha256": ra.sha256 if ra else None, "b_sha256": rb.sha256 if rb else None})
+    return {"labels": rows, "routing_accuracy": {"a": a.metrics.get("routing_accuracy"),
+                                                 "b": b.metrics.get("routing_accuracy")}}
+
+
 def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str = "harness") -> DiffReport:
     store = ctx.store
     a, b = ctx.generation(a_id), ctx.generation(b_id)
@@ -176,6 +191,8 @@ def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str = "harness") -> DiffRe
                                           f"{b.id}/{b.harness_config.name}.yaml")}
     adapter = {"a": _adapter(ctx, a), "b": _adapter(ctx, b),
                "same": {k: v.sha256 for k, v in a.adapters.items()} == {k: v.sha256 for k, v in b.adapters.items()}}
+    if a.is_mol or b.is_mol:
+        adapter["mol"] = mol_changes(a, b)
     a_major, b_major = int(a.contract.split(".")[0]), int(b.contract.split(".")[0])
     comparable = a_major == b_major
     refusal = None if comparable else (

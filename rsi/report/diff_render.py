@@ -25,6 +25,11 @@ def headline(r: DiffReport) -> list[str]:
              f"{r.config['b']['name']} ({r.config['b']['digest'][:12]})" + (" (same)" if r.config["same"] else ""),
              "adapter: " + _adapters(r.adapter["a"]) + " -> " + _adapters(r.adapter["b"]),
              f"contract: hcp {r.contract['a']} -> hcp {r.contract['b']}"]
+    mol = r.adapter.get("mol")
+    if mol:  # Mixture-of-LoRA: which revisions moved, routing accuracy per generation
+        lines.append("adapters (MoL): " + ", ".join(f"{x['label']} {x['state']}" for x in mol["labels"]))
+        ra = mol["routing_accuracy"]
+        lines.append(f"routing accuracy (holdout instructions): {r.a} {_pct(ra['a'])} -> {r.b} {_pct(ra['b'])}")
     if r.refusal:
         lines.append(r.refusal)
     elif r.overall.get("tasks"):

@@ -76,3 +76,22 @@ def test_gate_rules() -> None:
     assert routing_gate_problem(good, worse, 0.3) is None
     assert routing_gate_problem(good, worse, 0.2) is not None
     assert routing_gate_problem(None, RoutingScore(), 0.1) is not None  # nothing routed: never passes
+
+
+def test_diff_names_the_moved_revisions_and_routing_accuracy() -> None:
+    from rsi.core.generation import BaseModelRef, HarnessRef
+    from rsi.report.diff import mol_changes
+
+    def gen(gid: str, names: dict[str, str], acc: float | None) -> GenerationManifest:
+        return GenerationManifest(
+            id=gid, contract="1.0.0", base_model=BaseModelRef(id="b"), harness_config=HarnessRef(name="c", digest="d"),
+            metrics={"routing_accuracy": acc} if acc is not None else {},
+            adapters={lab: AdapterRef(path=f"a/{n}", sha256=n * 8, serve_name=n, domains=DOMAINS[lab])
+                      for lab, n in names.items()})
+
+    a = gen("gen-0001", {"L0": "a0", "L1": "a1", "L2": "a2"}, 0.9)
+    b = gen("gen-0002", {"L0": "b0", "L1": "a1", "L2": "a2", "L3": "b3"}, 0.85)
+    got = mol_changes(a, b)
+    assert [(x["label"], x["state"]) for x in got["labels"]] == [("L0", "moved"), ("L1", "kept"), ("L2", "kept"),
+                                                                 ("L3", "added")]
+    assert got["routing_accuracy"] == {"a": 0.9, "b": 0.85}
