@@ -49,9 +49,11 @@ def test_a_sampled_guess_is_kept_or_redrawn_so_tokens_keep_their_distribution() 
         row = _row(0.7, top_p=0.9, seed=guess)
         p = row.dist(logits)
         assert float(p[5]) == 0.0 and abs(float(p.sum()) - 1.0) < 1e-6  # top-p cut the tail
-        n = 30_000
+        # 6000 draws: a frequency's SD is below 0.0065, so 0.03 is over 4.5 SD; a sampler that kept the guess
+        # (or ignored top-p) would be off by more than 0.1
+        n = 6_000
         counts = torch.bincount(torch.tensor([row.choose(logits, guess) for _ in range(n)]), minlength=6)
-        assert float((counts / n - p).abs().max()) < 0.012, (guess, counts / n, p)
+        assert float((counts / n - p).abs().max()) < 0.03, (guess, counts / n, p)
 
 
 def test_a_greedy_row_takes_the_argmax_whatever_the_guess() -> None:
