@@ -174,8 +174,9 @@ def mol_changes(a: GenerationManifest, b: GenerationManifest) -> dict[str, Any]:
         rows.append({"label": label, "state": state, "domains": (ref.domains or []) if ref is not None else [],
                      "a": ra.serve_name if ra else None, "b": rb.serve_name if rb else None,
                      "a_sha256": ra.sha256 if ra else None, "b_sha256": rb.sha256 if rb else None})
+    serving = {k.removeprefix("mol_"): v for k, v in b.metrics.items() if k.startswith("mol_") and "adapters" not in k}
     return {"labels": rows, "routing_accuracy": {"a": a.metrics.get("routing_accuracy"),
-                                                 "b": b.metrics.get("routing_accuracy")}}
+                                                 "b": b.metrics.get("routing_accuracy")}, "serving": serving}
 
 
 def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str = "harness") -> DiffReport:

@@ -30,6 +30,12 @@ def headline(r: DiffReport) -> list[str]:
         lines.append("adapters (MoL): " + ", ".join(f"{x['label']} {x['state']}" for x in mol["labels"]))
         ra = mol["routing_accuracy"]
         lines.append(f"routing accuracy (holdout instructions): {r.a} {_pct(ra['a'])} -> {r.b} {_pct(ra['b'])}")
+        sv = mol.get("serving") or {}
+        if "hop_share" in sv:
+            cache = ", ".join(f"{k.removeprefix('cache_share_')} {_pct(v)}" for k, v in sorted(sv.items())
+                              if k.startswith("cache_share_"))
+            lines.append(f"{r.b} hops: route + summary {_pct(sv['hop_share'])} of model time (route "
+                         f"{sv.get('route_sec', 0):.2f} s); prefix-cache share per adapter: {cache}")
     if r.refusal:
         lines.append(r.refusal)
     elif r.overall.get("tasks"):

@@ -95,3 +95,20 @@ def test_diff_names_the_moved_revisions_and_routing_accuracy() -> None:
     assert [(x["label"], x["state"]) for x in got["labels"]] == [("L0", "moved"), ("L1", "kept"), ("L2", "kept"),
                                                                  ("L3", "added")]
     assert got["routing_accuracy"] == {"a": 0.9, "b": 0.85}
+
+
+def test_serving_figures_from_the_trials_call_records(tmp_path: Path) -> None:
+    import json
+
+    from rsi.loop.promote.routing import serving_figures
+
+    calls = [{"hop": "route", "label": "L0", "prompt_tokens": 100, "cached_tokens": 0, "wall_sec": 0.1},
+             {"hop": "answer", "label": "L2", "prompt_tokens": 200, "cached_tokens": 0, "wall_sec": 1.5},
+             {"hop": "answer", "label": "L2", "prompt_tokens": 300, "cached_tokens": 250, "wall_sec": 0.3},
+             {"hop": "summary", "label": "L2", "prompt_tokens": 320, "cached_tokens": 300, "wall_sec": 0.1}]
+    d = tmp_path / "t1"
+    d.mkdir()
+    (d / "trajectory.json").write_text(json.dumps({"extra": {"rsi": {"mol": {"calls": calls}}}}))
+    got = serving_figures(tmp_path, ["t1", "missing"])
+    assert got["mol_hop_share"] == 0.1 and got["mol_route_sec"] == 0.1
+    assert got["mol_cache_share_L0"] == 0.0 and got["mol_cache_share_L2"] == round(550 / 820, 4)

@@ -252,6 +252,11 @@ def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | Non
             verdict.gates.append(gate)
             out.routing = {g: {**s.model_dump(), "accuracy": round(s.accuracy, 4), "recall": s.recall()}
                            for g, s in scores.items()}
+            from rsi.loop.promote.routing import serving_figures  # hop overhead, cache reuse per adapter
+
+            mine = store.evidence_trials("promote", generation=cand.id, config_digest=plans[1].arm.config_digest,
+                                         task_digests=[t.digest for t in tasks], agent=plans[1].arm.agent)
+            out.routing["serving"] = serving_figures(ctx.ws.root, [r.trial_dir for r in mine if r.trial_dir])
         if stop is not None:
             store.merge_job_params(job_id, {"verdict": verdict.as_json(), "trials": out.trials})
             store.mark_job_interrupted(job_id, stop)
@@ -259,7 +264,10 @@ def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | Non
             return out
         if not req.dry_run:
             for g, r in out.routing.items():
-                _rewrite(ctx, g, {"routing_accuracy": r["accuracy"], "routing_instructions": float(r["total"])})
+                if g != "serving":
+                    _rewrite(ctx, g, {"routing_accuracy": r["accuracy"], "routing_instructions": float(r["total"])})
+            if out.routing.get("serving"):
+                _rewrite(ctx, cand.id, out.routing["serving"])
             out.changes = _apply(ctx, cand, parent, verdict, job_id)
             out.applied = True
         store.merge_job_params(job_id, {"verdict": verdict.as_json(), "trials": out.trials,

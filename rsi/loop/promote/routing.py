@@ -79,4 +79,35 @@ def routing_evidence(ctx: WorkspaceContext, cand: GenerationManifest, parent: Ge
     return Gate("routing_accuracy", f">= parent - {margin:g}", measured, problem is None, problem or ""), scores
 
 
-__all__ = ["measure_routing", "routing_evidence"]
+def serving_figures(root: Any, trial_dirs: list[str]) -> dict[str, float]:
+    """From a mixture's trials (their trajectories' per-call records): the route + summary hops' share of the
+    model wall time, the mean route hop, and per adapter the share of prompt tokens the prefix cache served."""
+    import json
+    from pathlib import Path
+
+    wall = {"route": 0.0, "answer": 0.0, "summary": 0.0}
+    prompt: dict[str, int] = {}
+    cached: dict[str, int] = {}
+    routes = 0
+    for d in trial_dirs:
+        p = Path(d) if Path(d).is_absolute() else Path(root) / d
+        try:
+            mol = json.loads((p / "trajectory.json").read_text())["extra"]["rsi"].get("mol") or {}
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        for c in mol.get("calls") or []:
+            wall[c["hop"]] = wall.get(c["hop"], 0.0) + float(c["wall_sec"])
+            prompt[c["label"]] = prompt.get(c["label"], 0) + int(c["prompt_tokens"])
+            cached[c["label"]] = cached.get(c["label"], 0) + int(c["cached_tokens"])
+            routes += c["hop"] == "route"
+    total = sum(wall.values())
+    if not total:
+        return {}
+    out = {"mol_hop_share": round((wall["route"] + wall["summary"]) / total, 4),
+           "mol_route_sec": round(wall["route"] / max(routes, 1), 4)}
+    for lab, n in sorted(prompt.items()):
+        out[f"mol_cache_share_{lab}"] = round(cached[lab] / n, 4) if n else 0.0
+    return out
+
+
+__all__ = ["measure_routing", "routing_evidence", "serving_figures"]
