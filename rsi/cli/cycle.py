@@ -263,6 +263,8 @@ def demo(
     cycles: Annotated[int, typer.Option("--cycles", help="Cycles to run, each on the generation the one before "
                                         "promoted.")] = 1,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+    mol: Annotated[bool, typer.Option("--mol", help="Mixture-of-LoRA: the candidate holds four adapters (L0 chat + "
+                                      "router, three specialists by family), gated on routing accuracy too.")] = False,
 ) -> None:
     """One cycle on a fresh workspace with the embedded model, sized for a 2-core machine; writes the HTML report."""
     from rsi.core.errors import InputError
@@ -279,6 +281,10 @@ def demo(
         created = not directory.exists()
         init_workspace(directory, starter_tasks=False)  # discover makes the demo's tasks, at the frontier
         demo_settings(directory)
+        if mol:
+            from rsi.loop.cycle.demo import demo_mol_settings
+
+            demo_mol_settings(directory)
         wctx = WorkspaceContext.open(directory)
         req = demo_request(budget)
         try:

@@ -50,5 +50,38 @@ def demo_settings(root: Path) -> None:
         write_atomic(contract, text.replace(key, f"in_template_trials_per_task: {DEMO_IN_TEMPLATE}"))
 
 
-__all__ = ["DEMO_FAMILIES", "DEMO_GENERATORS", "DEMO_HOLDOUT_TEMPLATES", "DEMO_IN_TEMPLATE", "DEMO_LEVELS",
+# `rsi demo --mol`: four adapters on the frozen base. L0 chats and routes; files-like work shares one
+# specialist, data and logs another, Python fixes get their own (skills that share patterns share an adapter).
+DEMO_MOL_DOMAINS = {"L0": [], "L1": ["files", "text", "pipeline"], "L2": ["data", "logs"], "L3": ["pyfix"]}
+
+
+def demo_mol_settings(root: Path) -> str:
+    """Give the workspace's harness config the demo's `mol` section and re-register gen-0000 under it, so
+    `rsi update` makes a Mixture-of-LoRA candidate (one adapter per label) and `rsi promote` gates its routing.
+    Returns the config's new digest."""
+    import yaml
+
+    from rsi.core.generation import HarnessRef
+    from rsi.core.harness_config import HarnessConfig
+    from rsi.loop.context import WorkspaceContext
+    from rsi.store.files import write_atomic, write_yaml_model
+
+    ctx = WorkspaceContext.open(root)
+    try:
+        g0 = ctx.generation("gen-0000")
+        path = ctx.ws.harness_configs_dir / f"{g0.harness_config.name}.yaml"
+        raw = yaml.safe_load(path.read_text())
+        raw["mol"] = {"domains": DEMO_MOL_DOMAINS}
+        cfg = HarnessConfig.model_validate(raw)
+        write_atomic(path, cfg.canonical_yaml())
+        m = g0.model_copy(update={"harness_config": HarnessRef(name=cfg.name, digest=cfg.digest())})
+        ctx.store.put_generation(m)
+        write_yaml_model(ctx.ws.generations_dir / "gen-0000.yaml", m)
+        return cfg.digest()
+    finally:
+        ctx.store.close()
+
+
+__all__ = ["DEMO_FAMILIES", "DEMO_MOL_DOMAINS", "demo_mol_settings",
+           "DEMO_GENERATORS", "DEMO_HOLDOUT_TEMPLATES", "DEMO_IN_TEMPLATE", "DEMO_LEVELS",
            "DEMO_TRAIN", "demo_request", "demo_settings"]
