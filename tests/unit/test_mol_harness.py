@@ -265,3 +265,24 @@ def test_a_session_needs_every_label_served() -> None:
     with pytest.raises(MolInfraError, match="L3"):
         MolSession(MolSpec(domains=DOMAINS), {"L0": "a", "L1": "b", "L2": "c"}, [])
     _ = text_result  # the fakes' helper stays importable for MoL tests
+
+
+def test_a_mixture_whose_adapter_bytes_changed_is_refused_before_any_trial(tmp_path: Path) -> None:
+    import hashlib
+
+    from rsi.core.errors import ConfigError
+    from rsi.models.adapters import check_adapter_files
+
+    refs = {}
+    for lab in DOMAINS:
+        d = tmp_path / "adapters" / lab
+        d.mkdir(parents=True)
+        (d / "adapter_config.json").write_text("{}")
+        (d / "adapter_model.safetensors").write_bytes(lab.encode() * 8)
+        sha = hashlib.sha256(lab.encode() * 8).hexdigest()
+        refs[lab] = AdapterRef(path=f"adapters/{lab}", sha256=sha, serve_name=f"{lab}-{sha[:8]}", domains=DOMAINS[lab])
+    gen = _gen().model_copy(update={"adapters": refs})
+    assert set(check_adapter_files(gen, tmp_path)) == {r.serve_name for r in refs.values()}
+    (tmp_path / "adapters" / "L2" / "adapter_model.safetensors").write_bytes(b"other weights")
+    with pytest.raises(ConfigError, match="adapter 'L2'.*sha256"):
+        check_adapter_files(gen, tmp_path)
