@@ -1,36 +1,33 @@
-"""The `rsi` command: one Typer sub-app per command group."""
+"""The `rsi` command: one Typer sub-app per command group.
+
+A command imports what it needs when it runs: `main()` registers only the module of the command on the
+command line (`rsi diff ...` never imports the cycle's, the model server's or the viewer's code), and the
+whole app (every command, for `rsi --help` and for tests) is built on first use of `rsi.cli.app.app`.
+"""
 
 from __future__ import annotations
 
+import importlib
 import signal
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from rsi import __version__
-from rsi.cli import config as config_cmd
-from rsi.cli import cycle as cycle_cmd
-from rsi.cli import diff as diff_cmd
-from rsi.cli import discover as discover_cmd
-from rsi.cli import expand as expand_cmd
-from rsi.cli import generations as generations_cmd
-from rsi.cli import jobs as jobs_cmd
-from rsi.cli import promote as promote_cmd
-from rsi.cli import sandbox as sandbox_cmd
-from rsi.cli import tasks as tasks_cmd
-from rsi.cli import trials as trials_cmd
-from rsi.cli import update as update_cmd
-from rsi.cli import view as view_cmd
-from rsi.cli import workspace as workspace_cmd
 
-app = typer.Typer(
-    name="rsi",
-    help="Improve an agent model-harness pair generation by generation.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+# command -> the rsi.cli module that registers it, in help order
+COMMANDS: dict[str, str] = {
+    "init": "workspace", "doctor": "workspace", "run": "jobs", "jobs": "jobs", "discover": "discover",
+    "expand": "expand", "attribution": "expand", "update": "update", "promote": "promote", "rollback": "promote",
+    "diff": "diff", "cycle": "cycle", "demo": "cycle", "view": "view",
+}
+# command group -> the rsi.cli module whose `app` it is
+GROUPS: dict[str, str] = {"tasks": "tasks", "config": "config", "sandbox": "sandbox", "trials": "trials",
+                          "generations": "generations", "model": "model"}
+OPTIONS_WITH_VALUE = ("--workspace", "-w")
 
 
 def _version(value: bool) -> None:
@@ -39,7 +36,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def main_callback(
     ctx: typer.Context,
     workspace: Annotated[
@@ -55,26 +51,60 @@ def main_callback(
     ctx.obj = {"workspace": workspace}
 
 
-workspace_cmd.register(app)
-jobs_cmd.register(app)
-discover_cmd.register(app)
-expand_cmd.register(app)
-update_cmd.register(app)
-promote_cmd.register(app)
-diff_cmd.register(app)
-cycle_cmd.register(app)
-view_cmd.register(app)
-app.add_typer(tasks_cmd.app, name="tasks")
-app.add_typer(config_cmd.app, name="config")
-app.add_typer(sandbox_cmd.app, name="sandbox")
-app.add_typer(trials_cmd.app, name="trials")
-app.add_typer(generations_cmd.app, name="generations")
-try:
-    from rsi.cli import model as model_cmd
+def build(only: str | None = None) -> typer.Typer:
+    """The app with every command, or with only `only` (a command or group name; "": none) when given."""
+    app = typer.Typer(
+        name="rsi",
+        help="Improve an agent model-harness pair generation by generation.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback()(main_callback)
+    every = list(dict.fromkeys(COMMANDS.values()))
+    wanted = every if only is None else [m for m in every if COMMANDS.get(only) == m]
+    for mod in wanted:
+        importlib.import_module(f"rsi.cli.{mod}").register(app)
+    for name, mod in GROUPS.items():
+        if only is not None and only != name:
+            continue
+        try:
+            app.add_typer(importlib.import_module(f"rsi.cli.{mod}").app, name=name)
+        except ImportError:  # pragma: no cover - the models layer is optional at import time
+            if name != "model":
+                raise
+    return app
 
-    app.add_typer(model_cmd.app, name="model")
-except ImportError:  # pragma: no cover - the models layer is optional at import time
-    pass
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command or group `argv` runs (None: every command, for --help or a name rsi does not know; "": none)."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in OPTIONS_WITH_VALUE:
+            skip = True
+        elif arg.startswith("-"):
+            if arg == "--version":
+                return ""  # no command needed to print the version
+            if arg in ("--help", "-h"):
+                return None
+        else:
+            return arg if arg in COMMANDS or arg in GROUPS else None
+    return None
+
+
+_app: typer.Typer | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """`rsi.cli.app.app`: the whole app, built once on first use."""
+    global _app
+    if name == "app":
+        if _app is None:
+            _app = build()
+        return _app
+    raise AttributeError(name)
 
 
 def _sigterm(_signum: int, _frame: Any) -> None:
@@ -83,4 +113,4 @@ def _sigterm(_signum: int, _frame: Any) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _sigterm)
-    app()
+    build(command_of(sys.argv[1:]))(prog_name="rsi")

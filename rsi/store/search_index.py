@@ -82,8 +82,10 @@ class SearchIndex:
         with self._connect() as conn:
             return int(conn.execute("SELECT count(*) FROM seen").fetchone()[0])
 
-    def sync(self, trials: Iterable[tuple[str, str]], resolve: Callable[[str], Path], batch: int = 500) -> int:
-        """Index the (trial id, trial dir) pairs not indexed yet; returns how many were added."""
+    def sync(self, trials: Iterable[tuple[str, str]], resolve: Callable[[str], Path], batch: int = 200,
+             pause: float = 0.02) -> int:
+        """Index the (trial id, trial dir) pairs not indexed yet; returns how many were added. Sleeps `pause`
+        between batches, so that a viewer indexing in the background keeps answering pages promptly."""
         if not self._lock.acquire(blocking=False):
             return 0  # another thread is syncing
         self.syncing = True
@@ -98,6 +100,7 @@ class SearchIndex:
                     conn.executemany("INSERT INTO docs (trial_id, body) VALUES (?, ?)", rows)
                     conn.executemany("INSERT OR IGNORE INTO seen (id) VALUES (?)", [(r[0],) for r in rows])
                 added += len(rows)
+                time.sleep(pause)
         finally:
             self.last_sync = time.monotonic()
             self.syncing = False

@@ -27,6 +27,7 @@ from rsi.view import pages
 from rsi.view.context import ViewContext
 
 RESYNC_SEC = 30.0
+FACETS_SEC = 10.0
 ERROR_TYPES = ("agent_timeout", "agent_error", "agent_broke_sandbox", "verifier_error", "verifier_timeout",
                "tamper", "sandbox_error", "endpoint_error", "build_error")
 
@@ -78,6 +79,13 @@ def create_app(ctx: ViewContext, *, index_path: Path | None = None) -> FastAPI:
     env = environment()
     index = SearchIndex(index_path or ctx.ws.state_dir / "cache" / "trajectory-search.db")
     chart_cache: dict[str, str | None] = {}
+    facet_cache: dict[str, Any] = {"at": -FACETS_SEC, "value": {}}
+
+    def facets() -> dict[str, list[str]]:
+        """The filters' choices, re-read at most every FACETS_SEC (they change when a job adds an arm)."""
+        if time.monotonic() - facet_cache["at"] > FACETS_SEC:
+            facet_cache.update(at=time.monotonic(), value=ctx.store.facets())
+        return dict(facet_cache["value"])
 
     def sync_index() -> None:
         index.sync(ctx.store.trial_dirs(limit=10**9), lambda d: ctx.ws.resolve(d))
@@ -155,7 +163,7 @@ def create_app(ctx: ViewContext, *, index_path: Path | None = None) -> FastAPI:
         page = ctx.store.trial_page(q)
         state = {k: v for k, v in params.items() if k not in ("after", "before")}
         return render("trials.html.j2", request, page=page, query=q, state=state, snippets=snippets, text=text,
-                      facets=ctx.store.facets(), outcomes=OUTCOMES, error_types=_error_types(ctx),
+                      facets=facets(), outcomes=OUTCOMES, error_types=_error_types(ctx),
                       integrity_levels=[*LEVELS], sorts=list(SORTS), filters=FILTERS,
                       indexed=index.indexed() if text else None,
                       total=ctx.store.trial_total() if text else None)
@@ -182,7 +190,7 @@ def create_app(ctx: ViewContext, *, index_path: Path | None = None) -> FastAPI:
         a = p.get("a") or (cols[0] if cols else "")
         b = p.get("b") or (cols[1] if len(cols) > 1 else a)
         return render("compare.html.j2", request, split=split, family=p.get("family") or "", a=a, b=b,
-                      facets=ctx.store.facets(), **data)
+                      facets=facets(), **data)
 
     @app.get("/compare/steps", response_class=HTMLResponse)
     def compare_steps(request: Request) -> HTMLResponse:
