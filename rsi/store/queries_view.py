@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from rsi.store.queries_base import StoreBase
 from rsi.store.queries_trials import INFRA_ERROR_TYPES
-from rsi.store.tables import JobRow
+from rsi.store.tables import JobRow, TaskRow
 
 COUNT_CAP = 10_000
 PAGE_SIZE = 50
@@ -149,8 +149,9 @@ class ViewQueries(StoreBase):
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(sa.text(sql), params)]
 
-    def trial_page(self, q: TrialQuery) -> TrialPage:
-        """One page of the trials `q` selects, in its order, with cursors to the pages on either side."""
+    def trial_page(self, q: TrialQuery, *, count: bool = True) -> TrialPage:
+        """One page of the trials `q` selects, in its order, with cursors to the pages on either side
+        (`count`: also count the matches, up to COUNT_CAP)."""
         if q.sort not in SORTS:
             raise ValueError(f"sort must be one of {', '.join(SORTS)}; got {q.sort!r}")
         key = SORTS[q.sort]
@@ -186,8 +187,8 @@ class ViewQueries(StoreBase):
             prev_c, next_c = (first if more else None), last
         else:
             prev_c, next_c = (first if cursor is not None else None), (last if more else None)
-        count, capped = self.count_trials(replace(q, after=None, before=None))
-        return TrialPage(rows, next_c, prev_c, count, capped)
+        n, capped = self.count_trials(replace(q, after=None, before=None)) if count else (len(rows), False)
+        return TrialPage(rows, next_c, prev_c, n, capped)
 
     def count_trials(self, q: TrialQuery) -> tuple[int, bool]:
         """How many trials `q` selects, counted up to COUNT_CAP (and whether there are more)."""
@@ -204,8 +205,8 @@ class ViewQueries(StoreBase):
         if not rows:
             return None, None
         cur = encode_cursor(_key_of(rows[0], q.sort), trial_id)
-        nxt = self.trial_page(replace(q, after=cur, before=None, limit=1)).rows
-        prv = self.trial_page(replace(q, before=cur, after=None, limit=1)).rows
+        nxt = self.trial_page(replace(q, after=cur, before=None, limit=1), count=False).rows
+        prv = self.trial_page(replace(q, before=cur, after=None, limit=1), count=False).rows
         return (prv[0]["id"] if prv else None), (nxt[0]["id"] if nxt else None)
 
     def facets(self) -> dict[str, list[str]]:
@@ -251,6 +252,10 @@ class ViewQueries(StoreBase):
             j["tokens"] = int(c.get("tokens") or 0)
             j["budgets"] = budgets.get(j["id"], [])
         return jobs
+
+    def task_row(self, digest: str) -> TaskRow | None:
+        with self.session() as s:
+            return s.get(TaskRow, digest)
 
     def job_row(self, job_id: str) -> JobRow | None:
         with self.session() as s:

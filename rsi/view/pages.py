@@ -95,7 +95,7 @@ class TrialDetail:
 def trial_detail(ctx: ViewContext, trial_id: str) -> TrialDetail:
     store = ctx.store
     row = store.get_trial(trial_id)
-    task = next((t for t in store.task_rows() if t.digest == row.task_digest), None)
+    task = store.task_row(row.task_digest)
     tdir = ctx.ws.resolve(row.trial_dir)
     header, steps, problem = read_trajectory(tdir / "trajectory.json")
     cfg = None
