@@ -72,12 +72,28 @@ def _error_types(ctx: ViewContext) -> list[str]:
         return list(ERROR_TYPES)
 
 
+def _open_index(ctx: ViewContext, path: Path | None) -> SearchIndex:
+    """The search index: `path`, else the workspace's `.rsi/cache/`, else (a workspace we may not write) rsi's
+    user cache dir, one file per workspace."""
+    if path is not None:
+        return SearchIndex(path)
+    try:
+        return SearchIndex(ctx.ws.state_dir / "cache" / "trajectory-search.db")
+    except Exception:  # noqa: BLE001 - not writable, or not a database there: index in the user's cache
+        import hashlib
+
+        from rsi.store.paths import cache_dir
+
+        key = hashlib.sha256(str(ctx.ws.root.resolve()).encode()).hexdigest()[:16]
+        return SearchIndex(cache_dir() / "view" / f"trajectory-search-{key}.db")
+
+
 def create_app(ctx: ViewContext, *, index_path: Path | None = None) -> FastAPI:
     """The app over one opened workspace; `index_path`: where the trajectory search index lives."""
     from rsi.core.integrity import LEVELS
 
     env = environment()
-    index = SearchIndex(index_path or ctx.ws.state_dir / "cache" / "trajectory-search.db")
+    index = _open_index(ctx, index_path)
     chart_cache: dict[str, str | None] = {}
     facet_cache: dict[str, Any] = {"at": -FACETS_SEC, "value": {}}
 
