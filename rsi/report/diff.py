@@ -39,6 +39,7 @@ SOLVED_AT = 0.5
 FLIPS = ("fixed", "regressed", "still_failing", "still_passing")
 # the report's paired tests, per task and per template: one-sided (B better), as the promotion gate tests them
 ALTERNATIVE = "greater"
+FLIP_LINKS = 100  # flipped tasks the report lists with links to their trials (the rest are counted)
 
 
 def config_diff(a_yaml: str, b_yaml: str, a_label: str, b_label: str) -> str:
@@ -255,8 +256,11 @@ def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str = "harness") -> DiffRe
 
 def _flip_trials(ctx: Ctx, report: DiffReport, a: GenerationManifest, b: GenerationManifest,
                  digests: dict[str, str], agent: str) -> None:
-    """Each fixed or regressed task gets the trials behind it (a few per side): the report links to them."""
-    flipped = {t["task"]: digests[t["task"]] for t in report.tasks if t["flip"] in ("fixed", "regressed")}
+    """The fixed and regressed tasks (regressions first, at most FLIP_LINKS) get the trials behind them, a few per
+    side: the report links to them."""
+    shown = sorted((t for t in report.tasks if t["flip"] in ("fixed", "regressed")),
+                   key=lambda t: (t["flip"] != "regressed", t["task"]))[:FLIP_LINKS]
+    flipped = {t["task"]: digests[t["task"]] for t in shown}
     if not flipped:
         return
     ta = ctx.store.task_trial_ids(a.id, a.harness_config.digest, list(flipped.values()), agent)

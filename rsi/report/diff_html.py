@@ -106,9 +106,11 @@ def file_href(root: str) -> Callable[[dict[str, Any]], str]:
 def report_context(r: DiffReport, trial_href: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
     """What `diff_body.html.j2` renders: the report, its charts, the gate table and how to link a trial."""
     spend = sorted(r.spend, key=lambda s: (s["generation"], s["phase"]))
-    flipped = [t for t in r.tasks if t["flip"] in ("fixed", "regressed")]
+    flipped = [t for t in r.tasks if "a_trial_ids" in t]  # the flips _flip_trials linked, regressions first
+    flipped.sort(key=lambda t: (t["flip"] != "regressed", t["task"]))
     return {"r": r, "headline": headline(r), "charts": charts(r), "spend": spend, "gates": gate_rows(r),
-            "gate_line": gate_line(r), "flipped": flipped, "trial_href": trial_href}
+            "gate_line": gate_line(r), "flipped": flipped, "trial_href": trial_href,
+            "flipped_more": sum(1 for t in r.tasks if t["flip"] in ("fixed", "regressed")) - len(flipped)}
 
 
 def html(r: DiffReport) -> str:
