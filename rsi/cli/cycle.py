@@ -190,6 +190,8 @@ def _report(wctx: Any, out: CycleOutcome, json_out: bool, html: bool) -> Path | 
         console.print(term(build_diff(wctx, wctx.generation(out.candidate).parent, out.candidate)))
     if path is not None:
         console.print(f"HTML diff report: {path.resolve()}", highlight=False, soft_wrap=True)
+    console.print(f"to look around (generations, gates, trials, step by step): rsi -w {wctx.ws.root} view",
+                  highlight=False, soft_wrap=True)
     return path
 
 
