@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ACTION_CHARS = 200
+FENCE = re.compile(r"```([\w-]*)\n(.*?)(?:```|$)", re.S)
 
 
 @dataclass
@@ -31,9 +33,13 @@ class ViewStep:
 
     @property
     def action(self) -> str:
-        """What the step did, as the alignment compares it."""
+        """What the step did, as the alignment compares it: its tool calls, else (the `text` action format) the
+        first fenced block of its message, else its text."""
         if self.calls:
             return " | ".join(f"{c['function']}: {c['arguments']}" for c in self.calls)[:ACTION_CHARS]
+        fenced = FENCE.search(self.message) if self.source == "agent" else None
+        if fenced:
+            return f"{fenced.group(1) or 'block'}: {fenced.group(2).strip()}"[:ACTION_CHARS]
         return f"{self.source}: {self.message.strip()}"[:ACTION_CHARS]
 
 

@@ -294,6 +294,14 @@ def test_alignment_pairs_equal_actions_and_keeps_every_step() -> None:
     got = [(r.kind, r.a.index if r.a else None, r.b.index if r.b else None) for r in align(a, b)]
     assert got == [("same", 1, 1), ("same", 2, 2), ("changed", 3, 3), ("only_b", None, 4), ("same", 4, 5)]
 
+    def text(i: int, msg: str) -> ViewStep:  # the `text` action format: the command is a fenced block
+        return ViewStep(i, "agent", msg, None, [], [], {}, None)
+
+    a = [text(1, "Let me count.\n```bash\nwc -w in.txt > out\n```"), text(2, "DONE")]
+    b = [text(1, "Counting lines:\n```bash\nwc -w in.txt > out\n```\n"), text(2, "```bash\ncat out\n```"),
+         text(3, "DONE")]
+    assert [r.kind for r in align(a, b)] == ["same", "only_b", "same"]  # same command, other words: same action
+
 
 def test_view_imports_no_sql_driver() -> None:
     """Only rsi/store issues SQL: the viewer reaches the database through the read-only store."""
