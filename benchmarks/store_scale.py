@@ -99,7 +99,7 @@ def trials_page_ms(root: Path) -> tuple[float, str]:
     ctx = ViewContext.open(root)
     app = create_app(ctx, index_path=root / ".rsi" / "cache" / "bench-search.db")
     urls = ["/trials", "/trials?generation=gen-0001&outcome=fail", "/trials?sort=reward&dir=desc",
-            "/trials?family=text&split=holdout&sort=tokens"]
+            "/trials?sort=finished", "/trials?family=text&split=holdout&sort=tokens"]
     out: dict[str, float] = {}
     with TestClient(app) as c:
         deadline = time.monotonic() + 900  # the viewer indexes trajectories in the background at start: let it finish

@@ -20,11 +20,12 @@ from rsi.store.queries_base import StoreBase
 from rsi.store.queries_trials import INFRA_ERROR_TYPES
 from rsi.store.tables import JobRow, TaskRow
 
-COUNT_CAP = 10_000
+COUNT_CAP = 1_000
 PAGE_SIZE = 50
 OUTCOMES = ("pass", "fail", "infra", "pending")
 # sort name -> SQL expression over `t` (trials); NULLs folded so that the keyset comparison is total
 SORTS: dict[str, str] = {
+    "newest": "t.rowid",  # the order trials were planned in (a job plans all its trials at once): no sort needed
     "finished": "coalesce(t.finished_at, '')",
     "reward": "coalesce(t.reward, -1.0)",
     "turns": "t.turns",
@@ -56,7 +57,7 @@ class TrialQuery:
     job: str | None = None
     agent: str | None = None
     ids: tuple[str, ...] | None = None  # a search's hits (None: no search)
-    sort: str = "finished"
+    sort: str = "newest"
     desc: bool = True
     after: str | None = None  # cursor: rows after this one in list order
     before: str | None = None  # cursor: rows before this one
@@ -129,6 +130,8 @@ def outcome_of(row: dict[str, Any]) -> str:
 
 
 def _key_of(row: dict[str, Any], sort: str) -> Any:
+    if sort == "newest":
+        return row["rid"]
     if sort == "reward":
         return -1.0 if row["reward"] is None else row["reward"]
     if sort == "tokens":
@@ -163,16 +166,18 @@ class ViewQueries(StoreBase):
         if cursor is not None:
             ck, cid = decode_cursor(cursor)
             op = "<" if desc else ">"
-            where.append(f"({key} {op} :ck OR ({key} = :ck AND t.id {op} :cid))")
+            where.append(f"{key} {op} :ck" if q.sort == "newest" else
+                         f"({key} {op} :ck OR ({key} = :ck AND t.id {op} :cid))")
             params.update(ck=ck, cid=cid)
         order = "DESC" if desc else "ASC"
         cols = ", ".join(f"t.{c}" for c in _COLUMNS)
-        sql = (f"WITH page AS (SELECT {cols} FROM trials t {'WHERE ' + ' AND '.join(where) if where else ''} "
-               f"ORDER BY {key} {order}, t.id {order} LIMIT :lim) "
+        tie = "" if q.sort == "newest" else f", t.id {order}"  # rowid is unique: no tie to break
+        sql = (f"WITH page AS (SELECT {cols}, t.rowid AS rid FROM trials t "
+               f"{'WHERE ' + ' AND '.join(where) if where else ''} ORDER BY {key} {order}{tie} LIMIT :lim) "
                "SELECT page.*, tk.family AS family, a.kind AS verdict FROM page "
                "LEFT JOIN tasks tk ON tk.digest = page.task_digest "
                "LEFT JOIN attributions a ON a.task_digest = page.task_digest AND a.generation = page.generation "
-               f"ORDER BY {key.replace('t.', 'page.')} {order}, page.id {order}")
+               f"ORDER BY {key.replace('t.rowid', 'page.rid').replace('t.', 'page.')} {order}, page.id {order}")
         params["lim"] = q.limit + 1
         rows = self._rows(sql, params)
         more = len(rows) > q.limit
@@ -201,7 +206,7 @@ class ViewQueries(StoreBase):
 
     def trial_neighbours(self, q: TrialQuery, trial_id: str) -> tuple[str | None, str | None]:
         """The trials before and after `trial_id` in the list `q` describes (None at either end)."""
-        rows = self._rows(f"SELECT {', '.join(_COLUMNS)} FROM trials WHERE id = :id", {"id": trial_id})
+        rows = self._rows(f"SELECT {', '.join(_COLUMNS)}, rowid AS rid FROM trials WHERE id = :id", {"id": trial_id})
         if not rows:
             return None, None
         cur = encode_cursor(_key_of(rows[0], q.sort), trial_id)

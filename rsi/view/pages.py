@@ -18,7 +18,7 @@ from rsi.view.trajectory import align, read_trajectory, verifier_output
 def trial_query(params: dict[str, str], ids: tuple[str, ...] | None = None) -> TrialQuery:
     """The trial list a URL's query parameters describe (unknown parameters are ignored)."""
     kw: dict[str, Any] = {k: params[k] for k in FILTERS if params.get(k)}
-    sort = params.get("sort") or "finished"
+    sort = params.get("sort") or "newest"
     if sort not in SORTS:
         raise ValueError(f"sort must be one of {', '.join(SORTS)}; got {sort!r}")
     return TrialQuery(**kw, ids=ids, sort=sort, desc=params.get("dir", "desc") != "asc",

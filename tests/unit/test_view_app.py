@@ -123,7 +123,7 @@ def test_sorting_orders_the_rows(client: TestClient) -> None:
 def test_keyset_pages_cover_every_trial_once_and_go_back(client: TestClient, cycle_workspace: Path) -> None:
     total = db(cycle_workspace, "SELECT count(*) FROM trials")[0][0]
     assert total > 50  # more than one page
-    for sort in ("finished", "reward", "task"):
+    for sort in ("newest", "finished", "reward", "task"):
         url: str | None = f"?sort={sort}"
         seen: list[str] = []
         pages: list[tuple[str, list[str]]] = []
