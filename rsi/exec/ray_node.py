@@ -101,6 +101,9 @@ def _provider() -> object:
 def run_on_node(spec_json: str, task_files: bytes, node_env: NodeEnv, trial_fn: TrialFn | None = None) -> NodeOutcome:
     """Run one trial here. Raises `Cancelled` when the driver cancels it (Ray raises
     KeyboardInterrupt in this thread; every container of the trial is stopped on the way out)."""
+    from rsi.harness.builtin import load_agents
+
+    load_agents()  # the agents by name (oracle, nop, harness), as the driver has them
     spec = TrialSpec.model_validate_json(spec_json)
     scratch = Path(tempfile.mkdtemp(prefix="rsi-node-"))
     node = node_name()
