@@ -14,6 +14,8 @@ command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # a real PostgreSQL server for the several-drivers tests (tests/integration/test_postgres.py starts its own cluster)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+# `ip` makes the bridges of the extra dockerds the Ray cluster tests give their worker nodes
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
