@@ -32,6 +32,7 @@ def promote(
     concurrency: Annotated[int, typer.Option("--concurrency", "-n", help="Trials at a time.")] = 2,
     resume: Annotated[str | None, typer.Option("--resume", help="Resume this promote job.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+    html: Annotated[bool, typer.Option("--html/--no-html", help="Write the HTML diff report (gates first).")] = True,
 ) -> None:
     """Evaluate GEN and its parent on the sealed holdout; promote GEN only if every gate passes."""
     from rsi.loop.promote.phase import PromoteRequest
@@ -75,10 +76,30 @@ def promote(
                           "nothing changed", highlight=False)
         for c in out.changes:
             console.print(c, highlight=False)
+    if html and not dry_run and not out.interrupted and not out.skipped:
+        _write_report(wctx, out.parent, out.candidate, quiet=json_out)
     if out.interrupted:
         raise typer.Exit(130 if "interrupted" in out.interrupted or "Ctrl-C" in out.interrupted else 3)
     if not out.verdict.passed:
         raise typer.Exit(1)
+
+
+def _write_report(wctx: Any, parent: str, candidate: str, quiet: bool) -> None:
+    """The diff report of the decision (`rsi diff PARENT CANDIDATE --format html`); a report that cannot be
+    written is a warning, never a different exit code for the promotion."""
+    try:
+        from rsi.report.diff import build_diff, default_out
+        from rsi.report.diff_html import html as render_html
+        from rsi.store.files import write_atomic
+
+        path = default_out(wctx, parent, candidate, "html")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, render_html(build_diff(wctx, parent, candidate)))
+    except Exception as e:  # noqa: BLE001 - the promotion is recorded; only its page is missing
+        err_console.print(f"[yellow]warning:[/] the HTML diff report was not written: {e}", highlight=False)
+        return
+    if not quiet:
+        console.print(f"HTML diff report: {path.resolve()}", highlight=False, soft_wrap=True)
 
 
 def rollback(

@@ -315,3 +315,21 @@ def test_view_imports_no_sql_driver() -> None:
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             bad += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("sqlite3", "sqlalchemy", "sqlmodel")]
     assert bad == []
+
+
+def test_promote_writes_the_report_that_leads_with_the_gates(cycle_workspace: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from rsi.cli.promote import _write_report
+
+    root = tmp_path / "copy"
+    shutil.copytree(cycle_workspace, root, ignore=shutil.ignore_patterns("cache", "locks"))
+    assert not (root / ".rsi" / "reports" / "diff-gen-0000-gen-0001.html").exists()
+    ctx = WorkspaceContext.open(root)
+    try:
+        _write_report(ctx, "gen-0000", "gen-0001", quiet=True)
+    finally:
+        ctx.store.close()
+    page = (root / ".rsi" / "reports" / "diff-gen-0000-gen-0001.html").read_text()
+    assert re.findall(r"<h2[^>]*>([^<]*)</h2>", page)[0] == "Decision: the promotion gates"
+    assert "significance" in page and 'id="chart-training"' in page
