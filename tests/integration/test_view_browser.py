@@ -7,6 +7,7 @@ logs a console error. Screenshots of each page are kept under the test's tmp dir
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
 import time
@@ -27,6 +28,8 @@ def served(cycle_workspace: Path, tmp_path: Path) -> Iterator[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 180)
+        assert ready, "rsi view printed no URL within 180 s"
         line = proc.stdout.readline()  # the command prints the URL once its port is bound
         assert "rsi view: open http://127.0.0.1:" in line, line + (proc.stdout.read() if proc.poll() else "")
         url = line.split("open ", 1)[1].split()[0].rstrip("/")
