@@ -27,6 +27,7 @@ the holdout; see the note of the commit that added this script).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import random
@@ -38,6 +39,7 @@ from typing import Any
 
 import yaml
 
+print = functools.partial(print, flush=True)  # noqa: A001  (progress on a shared machine)
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -136,7 +138,8 @@ def train_router(cfg: HarnessConfig, contract: Contract, train: list[Task], step
                              learning_rate=1e-3)
     res = LocalBackend().train(TrainRequest(dataset=info.path, output_dir=out / "adapter", base_model="base",
                                             objective="sft", settings=settings,
-                                            base_model_dir=resolve_model(None)[0], log=lambda _m: None))
+                                            base_model_dir=resolve_model(None)[0],
+                                            log=lambda m: print(f"  train: {m}", flush=True)))
     assert res.adapter_dir is not None
     return res.adapter_dir
 
@@ -158,10 +161,10 @@ def line(name: str, s: RoutingScore) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--train-per-template", type=int, default=2)
     ap.add_argument("--held-per-template", type=int, default=2)
-    ap.add_argument("--turns", type=int, default=8, help="user messages in the E4/E5 conversation")
+    ap.add_argument("--turns", type=int, default=4, help="user messages in the E4/E5 conversation")
     args = ap.parse_args()
     from rsi.models.server.engine import Engine, GenRequest
     from rsi.models.sizing import size_server
@@ -169,11 +172,13 @@ def main() -> None:
     contract = Contract.model_validate(yaml.safe_load((ROOT / "contracts" / "hcp-1.0.yaml").read_text()))
     cfg = HarnessConfig.model_validate(yaml.safe_load((ROOT / "harness_configs" / "default.yaml").read_text()))
     train, held = instructions(args.train_per_template, args.held_per_template)
-    print(f"instructions: {len(train)} train, {len(held)} held out (templates disjoint), domains {DOMAINS}")
+    print(f"instructions: {len(train)} train, {len(held)} held out (templates disjoint), domains {DOMAINS}",
+          flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.monotonic()
         adapter = train_router(cfg, contract, train, args.steps, Path(tmp))
-        print(f"L0 trained on {len(train)} routing examples, {args.steps} steps, {time.monotonic() - t0:.0f} s")
+        print(f"L0 trained on {len(train)} routing examples, {args.steps} steps, {time.monotonic() - t0:.0f} s",
+              flush=True)
         eng = Engine(sizing=size_server(max_batch=1, env={}))
         try:
             names = {lab: f"mol-{lab.lower()}" for lab in DOMAINS}
