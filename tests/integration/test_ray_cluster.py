@@ -189,6 +189,8 @@ def _wait_slots(n: int, timeout: float = 60) -> None:
 
 def test_resume_after_the_driver_is_killed(cluster: RayCluster, ws: Path, tmp_path: Path) -> None:
     tasks = make_tasks(tmp_path, 6, prefix="r", solve=SLEEP_OK.format(s=3))
+    with sqlite3.connect(ws / ".rsi" / "rsi.db") as db:
+        before = {r[0] for r in db.execute("SELECT id FROM jobs")}
     driver = subprocess.Popen([sys.executable, "-m", "rsi", "-w", str(ws), "run", *map(str, tasks), "--executor",
                                "ray", "--address", cluster.address], env=_env(), text=True,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -198,7 +200,7 @@ def test_resume_after_the_driver_is_killed(cluster: RayCluster, ws: Path, tmp_pa
             assert time.monotonic() < deadline and driver.poll() is None
             time.sleep(0.5)
             job = _job(ws)
-            if job["id"].startswith("job-") and any(t["status"] == "done" for t in _trials(ws, job["id"])):
+            if job["id"] not in before and any(t["status"] == "done" for t in _trials(ws, job["id"])):
                 break
         driver.send_signal(signal.SIGKILL)
         driver.wait(timeout=30)
@@ -206,6 +208,7 @@ def test_resume_after_the_driver_is_killed(cluster: RayCluster, ws: Path, tmp_pa
         if driver.poll() is None:
             driver.kill()
     job_id = _job(ws)["id"]
+    assert job_id not in before
     paid = {t["id"]: t["finished_at"] for t in _trials(ws, job_id) if t["status"] == "done"}
     r = _rsi(ws, "run", "--resume", job_id, "--executor", "ray", "--address", cluster.address)
     assert r.returncode == 0, r.stderr
