@@ -279,9 +279,9 @@ def test_the_circuit_breaker_interrupts_instead_of_failing_every_trial(
     assert "consecutive infra failures" in (out.job.interrupted_reason or "")
     done = [t for t in out.trials if t.status == "done"]
     # the breaker trips at the threshold; the executor's worker runs ahead of the recording loop, so on a
-    # loaded machine one more (instantly failing) trial may finish before the stop lands, never every one
+    # loaded machine more (instantly failing) trials may finish before the stop lands, never every one
     breaker = workspace.contract.grading.infra_circuit_breaker
-    assert breaker <= len(done) <= breaker + 1 < 6, len(done)
+    assert breaker <= len(done) < 6, len(done)
     assert all(t.error_type == ErrorType.SANDBOX_ERROR.value for t in done)
     assert sum(t.status == "pending" for t in out.trials) == 6 - len(done)
 
