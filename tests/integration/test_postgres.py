@@ -154,7 +154,7 @@ def test_two_drivers_run_two_jobs_at_once_and_a_held_job_is_not_resumed(
 def test_resume_after_kill_9_waits_for_the_lease_then_finishes(
         pg_workspace: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root, url = pg_workspace
-    monkeypatch.setenv("RSI_LEASE_SECONDS", "12")  # outlasts starting the second driver on a busy machine
+    monkeypatch.setenv("RSI_LEASE_SECONDS", "9")  # outlasts starting the second driver on a busy machine
     tasks = make_tasks(tmp_path / "t", 4, prefix="k", solve=SLOW_OK.format(s=1))
     d = _driver(root, tmp_path / "fake1", *map(str, tasks))
     try:
