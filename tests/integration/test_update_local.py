@@ -53,7 +53,12 @@ def test_local_update_trains_loads_and_serves_the_trained_tokens(
     init_workspace(root, starter_tasks=False)
     (root / "rsi.yaml").write_text((root / "rsi.yaml").read_text().replace("  steps: 8", "  steps: 3")
                                    .replace("  batch_size: 4", "  batch_size: 2")
-                                   .replace("  max_seq_len: 2048", "  max_seq_len: 1024"))
+                                   .replace("  max_seq_len: 2048", "  max_seq_len: 1024")
+                                   # this test is about the trained adapter: never put its first weights back
+                                   # because the validation slice fell (tests/unit/test_update_generalise.py
+                                   # covers that rule), or "the completions got likelier" could not be checked
+                                   .replace("  validation_tolerance: 0.01", "  validation_tolerance: 100.0"))
+    assert "validation_tolerance: 100.0" in (root / "rsi.yaml").read_text()
     tasks = [make_task(root / "tasks", "hello", test=ALWAYS, agent_timeout=600,
                        instruction="Print the word hello with echo."),
              make_task(root / "tasks", "touch", test=ANY_FILE, agent_timeout=600,
