@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from rsi.core.stats import sign_test_p, wilson
+
 Tally = Mapping[tuple[str, str], tuple[int, int]]  # (config, task) -> (attempts, passes)
 Seqs = Mapping[tuple[str, str], Sequence[bool]]  # (config, task) -> pass/fail in attempt order
 ADOPT_ALPHA = 0.1  # one-sided sign test, candidate better than the baseline at equal attempts
@@ -32,21 +34,7 @@ ADOPT_ALPHA = 0.1  # one-sided sign test, candidate better than the baseline at 
 
 def sign_test(wins: int, losses: int) -> float:
     """One-sided exact sign test: P(at least `wins` of wins + losses under a fair coin); 1.0 if none."""
-    if wins + losses == 0:
-        return 1.0
-    from scipy.stats import binomtest
-
-    return float(binomtest(wins, wins + losses, 0.5, alternative="greater").pvalue)
-
-
-def wilson(passes: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for a pass rate (scipy's binomtest)."""
-    if n <= 0:
-        return (0.0, 1.0)
-    from scipy.stats import binomtest
-
-    ci = binomtest(passes, n).proportion_ci(confidence_level=level, method="wilson")
-    return (float(ci.low), float(ci.high))
+    return sign_test_p(wins, wins + losses)
 
 
 @dataclass

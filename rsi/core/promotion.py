@@ -32,6 +32,7 @@ from functools import lru_cache
 from typing import Any
 
 from rsi.core.contract import Promotion
+from rsi.core.stats import paired_permutation_p, sign_test_p, wilcoxon_p, wilson
 
 EXACT_TASKS = 12  # up to this many tasks the permutation test enumerates all 2^n sign flips
 
@@ -190,23 +191,14 @@ class PromotionVerdict:
         return out
 
 
-def wilson(passes: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a pass rate (scipy's binomtest); (0, 1) when nothing was graded."""
-    if n <= 0:
-        return (0.0, 1.0)
-    from scipy.stats import binomtest
-
-    ci = binomtest(passes, n).proportion_ci(confidence_level=level, method="wilson")
-    return (float(ci.low), float(ci.high))
-
-
 def paired_p(parent: Sequence[float], candidate: Sequence[float], alternative: str = "greater") -> float | None:
     """p of a paired test over tasks on per-task pass rates (`greater`: the candidate is better).
 
     Up to EXACT_TASKS tasks: the exact paired permutation test (every sign flip of the per-task
-    differences, statistic their mean; scipy.stats.permutation_test). Beyond: the Wilcoxon
-    signed-rank test (scipy.stats.wilcoxon, tasks that did not change dropped), which answers in
-    milliseconds on thousands of tasks. None when there is no pair; 1.0 when no task differs.
+    differences, statistic their mean: scipy.stats.permutation_test's answer). Beyond: the Wilcoxon
+    signed-rank test (scipy.stats.wilcoxon's answer, tasks that did not change dropped), which answers
+    in milliseconds on thousands of tasks. Both come from rsi.core.stats, which imports scipy.stats only
+    where scipy's answer is not closed-form (see there: the import alone would cost `rsi diff` seconds). None when there is no pair; 1.0 when no task differs.
     """
     if len(parent) != len(candidate):
         raise ValueError("paired samples differ in length")
@@ -215,21 +207,11 @@ def paired_p(parent: Sequence[float], candidate: Sequence[float], alternative: s
     diffs = [c - p for p, c in zip(parent, candidate, strict=True)]
     if not any(diffs):
         return 1.0
-    import numpy as np
-    from scipy.stats import binomtest, permutation_test, wilcoxon
-
     if len(diffs) < 2:  # one pair: the sign test (permutation_test wants two or more)
-        return float(binomtest(int(diffs[0] > 0), 1, alternative=alternative).pvalue)
+        return sign_test_p(int(diffs[0] > 0), 1) if alternative == "greater" else sign_test_p(int(diffs[0] < 0), 1)
     if len(diffs) > EXACT_TASKS:
-        return float(wilcoxon(np.asarray(diffs, float), alternative=alternative, zero_method="wilcox").pvalue)
-
-    def stat(x: Any, y: Any, axis: int = -1) -> Any:
-        return np.mean(x - y, axis=axis)
-
-    res = permutation_test((np.asarray(candidate, float), np.asarray(parent, float)), stat,
-                           permutation_type="samples", vectorized=True, n_resamples=2**EXACT_TASKS,
-                           alternative=alternative)
-    return float(res.pvalue)
+        return wilcoxon_p(diffs, alternative)
+    return paired_permutation_p(diffs, alternative)
 
 
 def test_name(n_tasks: int) -> str:
