@@ -198,7 +198,8 @@ def paired_p(parent: Sequence[float], candidate: Sequence[float], alternative: s
     differences, statistic their mean: scipy.stats.permutation_test's answer). Beyond: the Wilcoxon
     signed-rank test (scipy.stats.wilcoxon's answer, tasks that did not change dropped), which answers
     in milliseconds on thousands of tasks. Both come from rsi.core.stats, which imports scipy.stats only
-    where scipy's answer is not closed-form (see there: the import alone would cost `rsi diff` seconds). None when there is no pair; 1.0 when no task differs.
+    where scipy's answer is not closed-form (see there: the import alone would cost `rsi diff` seconds).
+    None when there is no pair; 1.0 when no task differs.
     """
     if len(parent) != len(candidate):
         raise ValueError("paired samples differ in length")
