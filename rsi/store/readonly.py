@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine, ExceptionContext
 from sqlmodel import create_engine
 
 from rsi.core.errors import StoreError
-from rsi.store.db import _script, current_revision, database_url, sqlite_file
+from rsi.store.db import HEAD, REVISIONS, current_revision, database_url, sqlite_file
 from rsi.store.db_check import check_sqlite_file, damage_error, is_damage
 from rsi.store.queries_view import ViewQueries
 from rsi.store.repo import Store
@@ -29,8 +29,7 @@ def read_only_url(db_file: Path) -> str:
 
 def read_only_engine(db_file: Path) -> Engine:
     """An engine on `db_file` that cannot write: every connection is a `mode=ro` SQLite connection."""
-    script = _script()
-    check_sqlite_file(db_file, {s.revision for s in script.walk_revisions()}, script.get_current_head())
+    check_sqlite_file(db_file, set(REVISIONS), HEAD)
     engine = create_engine(read_only_url(db_file), connect_args={"check_same_thread": False, "timeout": 30})
 
     @event.listens_for(engine, "connect")
@@ -45,7 +44,7 @@ def read_only_engine(db_file: Path) -> Engine:
         if is_damage(context.original_exception):
             raise damage_error(db_file, context.original_exception)
 
-    head = script.get_current_head()
+    head = HEAD
     have = current_revision(engine)
     if have != head:
         engine.dispose()

@@ -115,3 +115,26 @@ def test_downgrade_to_0001_and_back_keeps_the_old_rows(tmp_path: Path) -> None:
     migrate(engine)
     assert _schema_diff(engine) == []
     engine.dispose()
+
+
+def test_known_revisions_are_alembics() -> None:
+    """rsi.store.db.REVISIONS (the list an open at head checks without alembic) is every migration, in order:
+    a new migration not added there would be taken for a database from a newer rsi."""
+    from rsi.store.db import HEAD, REVISIONS, _script
+
+    walked = [s.revision for s in _script().walk_revisions()]  # newest first
+    assert list(REVISIONS) == walked[::-1]
+    assert head_revision() == HEAD
+
+
+def test_open_at_head_does_not_import_alembic(tmp_path) -> None:
+    """A second open of a store already at head reads its revision with one SELECT (no alembic import)."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "rsi.db"
+    Store(f"sqlite:///{db}").close()
+    code = (f"import sys; from rsi.store.repo import Store; s = Store('sqlite:///{db}'); "
+            "print(any(m == 'alembic' or m.startswith('alembic.') for m in sys.modules)); s.close()")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
