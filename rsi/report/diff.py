@@ -132,7 +132,7 @@ def _adapter(ctx: Ctx, g: GenerationManifest) -> dict[str, Any]:
 
 def _families(ctx: Ctx, names: set[str]) -> dict[str, str]:
     """task name -> family, from tasks/ (the store's task rows when the file is gone)."""
-    fam = {r.name: r.family for r in ctx.store.task_rows() if r.name in names}
+    fam = ctx.store.task_families()
     return {n: fam.get(n, "misc") for n in names}
 
 

@@ -143,8 +143,16 @@ class JobRow(SQLModel, table=True):
         return list(json.loads(self.arms_json or "[]"))
 
 
+# One generation's per-task outcome counts (`rsi diff`, promote) read from this index alone: SQLite walks the
+# generation's entries already grouped by task instead of fetching half the table row by row (0.25 -> 0.09 s
+# per generation at 100k trials), for ~200 bytes per trial.
+TRIAL_CELLS_COLUMNS = ("generation", "agent", "harness_config_digest", "status", "task_digest", "task_name", "split",
+                       "passed", "error_type", "job_id")
+
+
 class TrialRow(SQLModel, table=True):
     __tablename__ = "trials"
+    __table_args__ = (sa.Index("ix_trials_cells", *TRIAL_CELLS_COLUMNS),)
 
     id: str = Field(primary_key=True)
     job_id: str = Field(foreign_key="jobs.id", index=True)
