@@ -16,7 +16,6 @@ from hashlib import sha256
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from rapidfuzz import fuzz
 
 from rsi.core.contract import Contract, HoldoutUnit
 from rsi.core.digest import digest_files, digest_obj
@@ -220,6 +219,8 @@ def normalise(text: str) -> str:
 
 def nearest_duplicate(instruction: str, pool: Mapping[str, str]) -> tuple[str, float] | None:
     """The pool task (name -> instruction) most similar to `instruction`, with the similarity in 0..1."""
+    from rapidfuzz import fuzz  # here: only discover compares instructions, and every command imports this module
+
     mine = normalise(instruction)
     best: tuple[str, float] | None = None
     for name, other in pool.items():
