@@ -5,7 +5,10 @@ starts, so a `kill -9` loses at most the trials in flight; `--resume JOB` sweeps
 leftover containers and runs what did not finish (infra failures included: their attempts stay
 on record), each recorded exactly once. The job ends `interrupted`, with its reason, on Ctrl-C,
 on a spent budget, after N consecutive endpoint or daemon failures (the circuit breaker), or on an
-unexpected error; a `finally` makes sure it is never left `running`.
+unexpected error; a `finally` makes sure it is never left `running`. On PostgreSQL a driver that
+loses the job's lease (another driver took it over, or the database was away past the lease) stops
+at once: nothing new starts, the trials in flight are cancelled, nothing more is recorded (the row is
+the new owner's) and `run_job` raises LeaseLostError.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from rsi.loop.context import WorkspaceContext
 from rsi.loop.hooks import Progress
 from rsi.sandbox.base import SandboxError, SandboxProvider
 from rsi.store.files import load_tasks
+from rsi.store.lease import LeaseLostError
 from rsi.store.tables import BudgetRow, JobRow, TrialRow
 
 BREAKER_TYPES = {ErrorType.MODEL_UNAVAILABLE.value, ErrorType.SANDBOX_ERROR.value}
@@ -74,7 +78,7 @@ class JobOutcome:
     tasks: list[Task]
     interrupted: bool = False
     reason: str | None = None
-    stop: str | None = None  # cancelled | breaker | budget | None
+    stop: str | None = None  # cancelled | breaker | budget | None (a lost lease raises LeaseLostError)
 
 
 def new_job_id() -> str:
@@ -184,7 +188,8 @@ def run_job(
         return JobOutcome(job=store.get_job(job_id), trials=store.trials(job_id), tasks=tasks,
                           interrupted=stop is not None, reason=reason, stop=stop)
     finally:
-        if job_id is not None and store.get_job(job_id).status == "running":
+        if (job_id is not None and store.lease_lost(job_id) is None
+                and store.get_job(job_id).status == "running"):
             store.mark_job_interrupted(job_id, "the run ended unexpectedly")
         store.release_driver()
 
@@ -299,9 +304,14 @@ def _drive(
     stop_requested = threading.Event()
     name = req.executor or ctx.settings.executor.name
     opts = {"address": ctx.settings.executor.address} if name == "ray" else {}
-    ex: Executor = EXECUTORS.create(
-        name, env, req.concurrency, gate=(lambda _s: budget.try_start()) if budget else None, **opts
-    )
+
+    def gate(_spec: TrialSpec) -> bool:
+        """No trial starts once the job's lease is lost, nor past the budget."""
+        if store.lease_lost(job_id) is not None:
+            return False
+        return budget.try_start() if budget is not None else True
+
+    ex: Executor = EXECUTORS.create(name, env, req.concurrency, gate=gate, **opts)
     stop: str | None = None
     reason: str | None = None
     failure: str | None = None
@@ -345,31 +355,48 @@ def _drive(
                 while ex.busy() and stop is None and failure is None:
                     if stop_requested.is_set():
                         raise KeyboardInterrupt
+                    if (lost := store.lease_lost(job_id)) is not None:
+                        stop, reason = "lease_lost", lost
+                        break
                     ev = ex.next_event(timeout=0.5)
                     if ev is not None:
                         record(ev)
             except KeyboardInterrupt:
                 stop, reason = "cancelled", f"interrupted; finish it with `rsi run --resume {job_id}`"
-            if stop is None and failure is None and ex.blocked():
+            except LeaseLostError as e:  # a write refused before the renewal noticed
+                stop, reason = "lease_lost", e.why
+            if stop is None and failure is None and ex.blocked() and store.lease_lost(job_id) is None:
                 assert budget is not None
                 stop = "budget"
                 reason = (f"budget spent ({budget.spent:g} of {budget.limit:g} {budget.unit}); continue with "
                           f"`rsi run --resume {job_id} --budget N`")
     finally:
+        if stop is None and (lost := store.lease_lost(job_id)) is not None:
+            stop, reason = "lease_lost", lost
+        # The job's containers are swept by label, unless another driver owns the job now: its
+        # containers carry the same label (this driver's own ones were stopped by the cancel).
+        sweep = stop != "lease_lost"
         if stop is not None or failure is not None or ex.busy():
             ex.cancel(grace=10.0)
-            env.provider.gc(set(), scope={job_id})  # anything a straggler made after the cancel
+            if sweep:
+                env.provider.gc(set(), scope={job_id})  # anything a straggler made after the cancel
         while (ev := ex.next_event(timeout=0)) is not None:
-            if ev.kind != "started":
-                record(ev)
+            if ev.kind != "started" and stop != "lease_lost":
+                try:
+                    record(ev)
+                except LeaseLostError as e:
+                    stop, reason, sweep = "lease_lost", e.why, False
         close = getattr(ex, "close", None)
         if close is not None:
             close()
         # Every trial has ended, so none of the job's containers should exist; one whose removal
         # failed (the daemon was unreachable then, e.g. restarting) is removed here. If the daemon
         # is still away, a resume or `rsi sandbox gc` sweeps it.
-        with suppress(SandboxError):
-            env.provider.gc(set(), scope={job_id})
+        if sweep:
+            with suppress(SandboxError):
+                env.provider.gc(set(), scope={job_id})
+    if stop == "lease_lost":
+        raise LeaseLostError(job_id, reason or "its lease was lost")
     if failure is not None:
         log = ctx.ws.logs_dir / f"{job_id}-error.log"
         log.parent.mkdir(parents=True, exist_ok=True)

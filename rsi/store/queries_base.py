@@ -14,18 +14,37 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from rsi.store.lease import JobLeases
+from rsi.store.tables import JobRow
+
 
 class StoreBase:
     """The engine and its sessions; set up by `Store.__init__`."""
 
     url: str
     engine: Engine
+    leases: JobLeases | None  # PostgreSQL: the job leases this driver holds (rsi.store.lease)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
         """A session whose objects stay readable after commit (rows are handed back to callers)."""
         with Session(self.engine, expire_on_commit=False) as s:
             yield s
+
+    def _fence(self, s: Session, job_id: str) -> None:
+        """Raise LeaseLostError when this driver's lease on the job is gone (its row read, and
+        locked, in `s`).
+
+        Every write for a running job passes here, so a driver that lost its job to another driver
+        records nothing more for it. A no-op on SQLite, where a file lock owns the job.
+        """
+        if self.leases is None:
+            return
+        # FOR UPDATE: a driver taking the job over (its UPDATE of this row) waits for this write to
+        # commit, and a write that waited for a takeover reads the new owner, so none slips past.
+        row = s.get(JobRow, job_id, with_for_update=True, populate_existing=True)
+        if row is not None:
+            self.leases.check(job_id, row.lease_owner)
 
 
 def check_choice(what: str, value: Any, allowed: tuple[str, ...]) -> None:

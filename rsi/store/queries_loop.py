@@ -151,6 +151,7 @@ class LoopQueries(StoreBase):
         if amount < 0:
             raise ValueError(f"a budget charge must be >= 0; got {amount}")
         with self.session() as s:
+            self._fence(s, job_id)
             result = s.exec(
                 update(BudgetRow)
                 .where(col(BudgetRow.job_id) == job_id, col(BudgetRow.phase) == phase)

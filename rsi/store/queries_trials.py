@@ -87,6 +87,7 @@ class TrialQueries(StoreBase):
             row = s.get(TrialRow, trial_id)
             if row is None:
                 raise NotFoundError(f"unknown trial '{trial_id}'")
+            self._fence(s, row.job_id)
             row.status = TrialStatus.RUNNING.value
             row.started_at = utcnow()
             s.add(row)
@@ -218,8 +219,9 @@ class TrialQueries(StoreBase):
         with self.session() as s:
             return list(s.exec(stmt).all())
 
-    @staticmethod
-    def _touch_job(s: Session, job_id: str) -> None:
+    def _touch_job(self, s: Session, job_id: str) -> None:
+        """Note the write on the job's row, refused (LeaseLostError) once this driver lost the job."""
+        self._fence(s, job_id)
         job = s.get(JobRow, job_id)
         if job is not None:
             job.updated_at = utcnow()

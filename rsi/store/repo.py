@@ -228,8 +228,9 @@ class Store(TrialQueries, LoopQueries, GenerationQueries, DiscoverQueries, Expan
             s.commit()
 
     def finish_job(self, job_id: str, status: str) -> None:
-        """Set the job's final status for this run and give up its lock."""
+        """Set the job's final status for this run and give up its lock (refused once its lease is lost)."""
         with self.session() as s:
+            self._fence(s, job_id)
             row = s.get(JobRow, job_id)
             if row is not None:
                 row.status = status
@@ -242,11 +243,15 @@ class Store(TrialQueries, LoopQueries, GenerationQueries, DiscoverQueries, Expan
         self._release_job(job_id)
 
     def mark_job_interrupted(self, job_id: str, reason: str) -> None:
-        """Record why a job stopped early (budget spent, Ctrl-C, lost endpoint) and give up its lock."""
+        """Record why a job stopped early (budget spent, Ctrl-C, lost endpoint) and give up its lock.
+
+        Refused (LeaseLostError) once another driver took the job over: the row is the new owner's.
+        """
         with self.session() as s:
             row = s.get(JobRow, job_id)
             if row is None:
                 raise NotFoundError(f"unknown job '{job_id}'")
+            self._fence(s, job_id)
             row.status = "interrupted"
             row.interrupted_reason = reason
             row.owner_pid = None
@@ -254,6 +259,11 @@ class Store(TrialQueries, LoopQueries, GenerationQueries, DiscoverQueries, Expan
             s.add(row)
             s.commit()
         self._release_job(job_id)
+
+    def lease_lost(self, job_id: str) -> str | None:
+        """Why this driver lost the job it runs (another driver took it over, or the database was
+        away past the lease); None while it owns it. Always None on SQLite (a file lock cannot be lost)."""
+        return self.leases.lost(job_id) if self.leases is not None else None
 
     def live_job_ids(self) -> set[str]:
         """Running jobs whose lock is held now (here or by another process).

@@ -188,3 +188,68 @@ def test_resume_after_kill_9_waits_for_the_lease_then_finishes(
         for t in trials:  # finished trials were not paid again
             if t.id in done_before:
                 assert t.finished_at == done_before[t.id]
+
+
+WRITES_LOG = """
+CREATE TABLE writes_log (tbl text, row_id text, app text, lease_owner text, at timestamptz);
+CREATE FUNCTION log_write() RETURNS trigger AS $$
+BEGIN
+  INSERT INTO writes_log VALUES (TG_TABLE_NAME, NEW.id, current_setting('application_name'),
+    CASE WHEN TG_TABLE_NAME = 'jobs' THEN NEW.lease_owner END, clock_timestamp());
+  RETURN NEW;
+END $$ LANGUAGE plpgsql;
+CREATE TRIGGER trials_log AFTER UPDATE ON trials FOR EACH ROW EXECUTE FUNCTION log_write();
+CREATE TRIGGER jobs_log AFTER UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION log_write();
+"""
+
+
+def test_a_driver_whose_lease_is_taken_over_stops_and_writes_nothing_more(
+        pg_workspace: tuple[Path, str], tmp_path: Path) -> None:
+    """Driver 1's lease is expired in the database and driver 2 resumes the job: driver 1 stops with the
+    one-line error, and every committed write after driver 2 took the job is driver 2's (a trigger logs
+    each UPDATE of `trials` and `jobs` with the writer's application_name)."""
+    root, url = pg_workspace
+    with sa.create_engine(url).begin() as c:
+        c.execute(sa.text(WRITES_LOG))
+    tasks = make_tasks(tmp_path / "t", 10, prefix="s", solve=SLOW_OK.format(s=2))
+    # driver 1 renews every 30 s, so the expired lease stays expired until driver 2 has taken it
+    d1 = subprocess.Popen([sys.executable, "-c", DRIVER, str(root), str(tmp_path / "fake1"), *map(str, tasks)],
+                          cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          env={**os.environ, "RSI_LEASE_SECONDS": "90", "PGAPPNAME": "driver1"})
+    d2: subprocess.Popen[str] | None = None
+    try:
+        def one_done() -> bool:
+            with Store(url) as s:
+                jobs = s.list_jobs()
+                return bool(jobs) and any(t.status == "done" for t in s.trials(jobs[0].id))
+
+        _wait_for(one_done)
+        with Store(url) as s:
+            job_id = s.list_jobs()[0].id
+            with s.engine.begin() as c:  # driver 1's lease runs out (as if it had stalled past it)
+                c.execute(sa.text("UPDATE jobs SET lease_until = 0 WHERE id = :id"), {"id": job_id})
+        d2 = subprocess.Popen([sys.executable, "-c", DRIVER, str(root), str(tmp_path / "fake2"), f"--resume={job_id}"],
+                              cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env={**os.environ, "PGAPPNAME": "driver2"})
+        out1, err1 = d1.communicate(timeout=120)
+        out2, err2 = d2.communicate(timeout=180)
+    finally:
+        for d in (d1, d2):
+            if d is not None and d.poll() is None:
+                d.kill()
+    assert d1.returncode == 1, (out1, err1)
+    last = err1.strip().splitlines()[-1]
+    assert f"job {job_id} stopped: another driver took it over" in last, err1
+    assert f"`rsi run --resume {job_id}` from the driver that owns it finishes it" in last
+    assert d2.returncode == 0, err2
+    with Store(url) as s:
+        trials = s.trials(job_id)
+        job = s.get_job(job_id)
+        assert job.status == "done" and job.lease_owner is None
+        assert len(trials) == 10 and all(t.status == "done" and t.passed for t in trials)
+    with sa.create_engine(url).connect() as c:
+        log = c.execute(sa.text("SELECT tbl, row_id, app, lease_owner, at FROM writes_log ORDER BY at")).all()
+    taken = min(at for tbl, _id, app, owner, at in log if tbl == "jobs" and app == "driver2" and owner)
+    late = [(tbl, rid) for tbl, rid, app, _o, at in log if app == "driver1" and at > taken]
+    assert late == [], f"driver 1 wrote after driver 2 took the job over: {late}"
+    assert any(app == "driver1" and tbl == "trials" for tbl, _r, app, _o, _a in log)  # it did run trials before
