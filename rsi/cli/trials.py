@@ -29,13 +29,22 @@ def list_trials(
 
         print_json([trial_json(t) for t in rows])
         return
+    nodes = any(t.node for t in rows)  # a node column only for a job that ran on a cluster
     table = Table()
-    for c in ("trial", "status", "reward", "passed", "error"):
+    for c in ("trial", "status", "reward", "passed", "error", *(("node",) if nodes else ())):
         table.add_column(c)
     for t in rows:
         table.add_row(t.id, t.status, "-" if t.reward is None else f"{t.reward:g}", "yes" if t.passed else "no",
-                      t.error_type or "")
+                      t.error_type or "", *((node_label(t.node, short=True),) if nodes else ()))
     console.print(table)
+
+
+def node_label(node: str | None, *, short: bool = False) -> str:
+    """Where a trial ran: its Ray node id (`ray` executor; the first 12 characters when `short`), or
+    `local` for one the driver ran on its own machine (the `local` executor records no node)."""
+    if not node:
+        return "local"
+    return node[:12] if short else node
 
 
 @app.command()
@@ -55,7 +64,7 @@ def show(
         return
     console.print(
         f"[bold]{row.id}[/]  status={row.status} reward={row.reward} passed={row.passed} "
-        f"error={row.error_type or '-'} integrity={row.integrity or '-'}"
+        f"error={row.error_type or '-'} integrity={row.integrity or '-'} node={node_label(row.node)}"
     )
     if row.error_message:
         console.print(row.error_message, style="yellow", markup=False, highlight=False)

@@ -167,6 +167,7 @@ def trial_json(t: TrialRow) -> dict[str, Any]:
         "model_name": t.model_name,
         "harness_config_digest": t.harness_config_digest,
         "trial_dir": t.trial_dir,
+        "node": t.node,  # the Ray node that ran it (`ray` executor); null: the driver's own machine (`local`)
     }
 
 
