@@ -66,9 +66,18 @@ def _portable_python_check(tasks: list[str]) -> Check:
                  "the image may lack it)", None if ok else BUILD_FIX)
 
 
+EMBEDDED = "embedded"  # the endpoint name of the model server rsi starts on the driver's localhost
+ENDPOINT_FIX = ("serve the model on an address every node reaches (`rsi model serve --host 0.0.0.0`, or vLLM) "
+                "and set the harness config's model.endpoint to it")
+
+
 def cluster_checks(address: str | None, base_image: str, endpoint: str | None) -> list[Check]:
     """With the `ray` executor: the cluster answers, has trial slots, and every slot node's own Docker
-    daemon answers, holds the base image and reaches the model endpoint (asked from the node)."""
+    daemon answers, holds the base image and reaches the model endpoint (asked from the node).
+
+    `endpoint` "embedded": the server rsi starts listens on the driver's localhost, so a node on another
+    machine cannot reach it; each node is checked by whether it runs on the driver's machine.
+    """
     try:
         from rsi.exec.ray_exec import SLOT, START_HINT, connect, slot_nodes
         from rsi.exec.ray_node import check_node
@@ -84,20 +93,37 @@ def cluster_checks(address: str | None, base_image: str, endpoint: str | None) -
     slots = int(sum(n["Resources"][SLOT] for n in nodes))
     out = [Check("ray cluster", bool(nodes), f"{len(nodes)} slot node(s), {slots} trial slot(s)",
                  None if nodes else START_HINT)]
-    for r in on_each_node(check_node, base_image, endpoint):
+    for r in on_each_node(check_node, base_image, None if endpoint == EMBEDDED else endpoint):
         name = f"node {r.node[:12]}"
         if r.daemon is not None:
             out.append(Check(f"{name} docker", False, f"{r.host} {r.docker_host}: {r.daemon}",
                              "start that node's dockerd, and its raylet with DOCKER_HOST pointing at it"))
-            continue
-        ok = r.base_image_id is not None
-        out.append(Check(f"{name} docker", ok, f"{r.host} {r.docker_host}: base image "
-                         f"{'present' if ok else base_image + ' missing'}",
-                         None if ok else f"docker save {base_image} | DOCKER_HOST={r.docker_host} docker load"))
-        if endpoint:
-            out.append(Check(f"{name} model endpoint", r.endpoint is None, r.endpoint or f"{endpoint} reachable",
-                             None if r.endpoint is None else "serve the model on an address every node reaches"))
+        else:
+            ok = r.base_image_id is not None
+            out.append(Check(f"{name} docker", ok, f"{r.host} {r.docker_host}: base image "
+                             f"{'present' if ok else base_image + ' missing'}",
+                             None if ok else f"docker save {base_image} | DOCKER_HOST={r.docker_host} docker load"))
+        if endpoint == EMBEDDED:
+            out.append(_embedded_from_node(name, r.host))
+        elif endpoint:
+            out.append(Check(f"{name} model endpoint", r.endpoint is None,
+                             f"{r.host}: {r.endpoint or endpoint + ' reachable'}",
+                             None if r.endpoint is None else ENDPOINT_FIX))
     return out
+
+
+def _embedded_from_node(name: str, node_host: str) -> Check:
+    """The embedded server (the driver's localhost, started with the job): reachable from a node on the
+    driver's machine only."""
+    import socket
+
+    here = socket.gethostname()
+    if node_host == here:
+        return Check(f"{name} model endpoint", True,
+                     f"{node_host}: the embedded server, on this machine's localhost (started with each job)")
+    return Check(f"{name} model endpoint", False,
+                 f"{node_host}: the embedded server listens on {here}'s localhost, which this node cannot reach",
+                 ENDPOINT_FIX)
 
 
 def run_checks(root: Path | None, *, start_model: bool = True, task_paths: list[Path] | None = None,
@@ -148,19 +174,21 @@ def run_checks(root: Path | None, *, start_model: bool = True, task_paths: list[
     checks += [model_check, _sizing_check(info)]
     chosen = ctx.settings.executor if ctx else None
     if (executor or (chosen.name if chosen else "local")) == "ray":
-        checks += cluster_checks(address or (chosen.address if chosen else None), base,
-                                 _remote_endpoint(ctx) if model_check.ok else None)
+        # a URL is asked from each node once it answers here; the embedded server is judged by where nodes run
+        endpoint = _remote_endpoint(ctx)
+        if endpoint != EMBEDDED and not model_check.ok:
+            endpoint = None
+        checks += cluster_checks(address or (chosen.address if chosen else None), base, endpoint)
     return checks
 
 
 def _remote_endpoint(ctx: WorkspaceContext | None) -> str | None:
-    """The model endpoint the workers must reach (not the embedded one, which runs on the driver only
-    while a job runs)."""
+    """The model endpoint the workers must reach: a URL, or "embedded" (the server rsi starts on the
+    driver's localhost while a job runs); None when the workspace names none."""
     try:
-        endpoint = ctx.harness_config_for(ctx.generation()).model.endpoint if ctx else "embedded"
+        return ctx.harness_config_for(ctx.generation()).model.endpoint if ctx else None
     except RsiError:
         return None
-    return None if endpoint == "embedded" else endpoint
 
 
 def _sizing_check(info: dict[str, object] | None) -> Check:
