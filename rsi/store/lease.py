@@ -140,11 +140,12 @@ class JobLeases:
 
         Raises SQLAlchemyError when the database does not answer (the beat retries).
         """
+        began = time.monotonic()
         with self._lock:
             held = sorted(self._held)
         if not held:
+            self._renewed_at = began  # nothing to lose: a lease taken from now on is measured from here
             return
-        began = time.monotonic()
         gone: dict[str, str] = {}
         with self.engine.begin() as c:
             for job_id in held:
