@@ -190,17 +190,17 @@ def test_resume_after_kill_9_waits_for_the_lease_then_finishes(
                 assert t.finished_at == done_before[t.id]
 
 
-WRITES_LOG = """
-CREATE TABLE writes_log (tbl text, row_id text, app text, lease_owner text, at timestamptz);
-CREATE FUNCTION log_write() RETURNS trigger AS $$
+WRITES_LOG = (  # each UPDATE of trials and jobs, with the writer's application_name (PGAPPNAME)
+    "CREATE TABLE writes_log (tbl text, row_id text, app text, lease_owner text, at timestamptz)",
+    """CREATE FUNCTION log_write() RETURNS trigger AS $$
 BEGIN
   INSERT INTO writes_log VALUES (TG_TABLE_NAME, NEW.id, current_setting('application_name'),
     CASE WHEN TG_TABLE_NAME = 'jobs' THEN NEW.lease_owner END, clock_timestamp());
   RETURN NEW;
-END $$ LANGUAGE plpgsql;
-CREATE TRIGGER trials_log AFTER UPDATE ON trials FOR EACH ROW EXECUTE FUNCTION log_write();
-CREATE TRIGGER jobs_log AFTER UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION log_write();
-"""
+END $$ LANGUAGE plpgsql""",
+    "CREATE TRIGGER trials_log AFTER UPDATE ON trials FOR EACH ROW EXECUTE FUNCTION log_write()",
+    "CREATE TRIGGER jobs_log AFTER UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION log_write()",
+)
 
 
 def test_a_driver_whose_lease_is_taken_over_stops_and_writes_nothing_more(
@@ -210,8 +210,9 @@ def test_a_driver_whose_lease_is_taken_over_stops_and_writes_nothing_more(
     each UPDATE of `trials` and `jobs` with the writer's application_name)."""
     root, url = pg_workspace
     with sa.create_engine(url).begin() as c:
-        c.execute(sa.text(WRITES_LOG))
-    tasks = make_tasks(tmp_path / "t", 10, prefix="s", solve=SLOW_OK.format(s=2))
+        for statement in WRITES_LOG:
+            c.execute(sa.text(statement))
+    tasks = make_tasks(tmp_path / "t", 12, prefix="s", solve=SLOW_OK.format(s=3))  # outlasts starting driver 2
     # driver 1 renews every 30 s, so the expired lease stays expired until driver 2 has taken it
     d1 = subprocess.Popen([sys.executable, "-c", DRIVER, str(root), str(tmp_path / "fake1"), *map(str, tasks)],
                           cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -246,7 +247,7 @@ def test_a_driver_whose_lease_is_taken_over_stops_and_writes_nothing_more(
         trials = s.trials(job_id)
         job = s.get_job(job_id)
         assert job.status == "done" and job.lease_owner is None
-        assert len(trials) == 10 and all(t.status == "done" and t.passed for t in trials)
+        assert len(trials) == 12 and all(t.status == "done" and t.passed for t in trials)
     with sa.create_engine(url).connect() as c:
         log = c.execute(sa.text("SELECT tbl, row_id, app, lease_owner, at FROM writes_log ORDER BY at")).all()
     taken = min(at for tbl, _id, app, owner, at in log if tbl == "jobs" and app == "driver2" and owner)
