@@ -136,6 +136,15 @@ def _families(ctx: Ctx, names: set[str]) -> dict[str, str]:
     return {n: fam.get(n, "misc") for n in names}
 
 
+def _suite_digests(ctx: Ctx) -> set[str]:
+    """Digests of the contract's regression suites' tasks: promote measures them beside the holdout (a starter
+    task may say `split = "holdout"`), so the report keeps them out of the holdout figures, as the gate does."""
+    from rsi.store.files import find_task_dirs, load_tasks
+
+    dirs = [d for rel in ctx.contract.promotion.suites if (d := (ctx.ws.root / rel).resolve()).is_dir()]
+    return {t.digest for t in load_tasks(find_task_dirs(dirs))} if dirs else set()
+
+
 def _units(ctx: Ctx, names: set[str]) -> tuple[str, dict[str, str]]:
     """The contract's holdout unit and task name -> unit, from tasks/ (a task no longer there: its own unit)."""
     from rsi.store.files import load_pool
@@ -216,6 +225,7 @@ def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str = "harness") -> DiffRe
     common = sorted(n for n in set(ca) & set(cb)
                     if ca[n]["trials"] > ca[n]["infra"] and cb[n]["trials"] > cb[n]["infra"])
     fams = _families(ctx, set(common))
+    suite = _suite_digests(ctx)
     flips = dict.fromkeys(FLIPS, 0)
     fam_acc: dict[str, list[int]] = {}
     for n in common:
@@ -224,7 +234,8 @@ def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str = "harness") -> DiffRe
         ra, rb = x["passes"] / xa, y["passes"] / ya
         f = flip(ra, rb)
         flips[f] += 1
-        split = "holdout" if "holdout" in (x["split"], y["split"]) else x["split"]
+        split = ("suite" if x["digest"] in suite else
+                 "holdout" if "holdout" in (x["split"], y["split"]) else x["split"])
         report.tasks.append({"task": n, "family": fams[n], "split": split, "a_passes": x["passes"], "a_trials": xa,
                              "b_passes": y["passes"], "b_trials": ya, "a_rate": ra, "b_rate": rb, "flip": f})
         acc = fam_acc.setdefault(fams[n], [0, 0, 0, 0, 0])
