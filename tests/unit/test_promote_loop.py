@@ -257,3 +257,23 @@ def test_a_missing_suite_is_an_error_naming_the_contract_field(ws: WorkspaceCont
     with pytest.raises(InputError) as e:
         promote(ws, PromoteRequest("gen-0001", dry_run=True, agent="better"), provider=provider)
     assert e.value.field == "promotion.suites[0]" and "hcp-1.0.yaml" in str(e.value.file)
+
+
+def test_the_diff_keeps_suite_tasks_out_of_its_holdout_figures(ws: WorkspaceContext,
+                                                               provider: FakeSandboxProvider) -> None:
+    """A suite task may say `split = "holdout"` (four starter tasks do): promote measures it for the suite gate,
+    and the diff's holdout figures must still cover the holdout the gate measured, not the suite too."""
+    for i in range(3):
+        holdout_task(ws.ws.root / "suites" / "mini", f"s{i}", family="suite")
+    ws.contract_path.write_text(ws.contract_path.read_text().replace("suites: []", "suites: [suites/mini]"))
+    ctx = WorkspaceContext.open(ws.ws.root)
+    try:
+        out = promote(ctx, PromoteRequest("gen-0001", dry_run=True, agent="better"), provider=provider)
+        from rsi.report.diff import build_diff
+
+        r = build_diff(ctx, "gen-0000", "gen-0001", agent="better")
+    finally:
+        ctx.store.close()
+    assert out.verdict.n_tasks == 6
+    assert r.overall["scope"] == "holdout" and r.overall["tasks"] == 6, r.tasks
+    assert {t["task"] for t in r.tasks if t["split"] == "suite"} == {"s0", "s1", "s2"}
