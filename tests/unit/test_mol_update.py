@@ -116,3 +116,23 @@ def test_specialists_train_on_their_domains_and_untouched_adapters_keep_their_by
     g3 = ctx.store.get_generation(out3.candidate)
     assert g3.mol_domains()["L4"] == ["logs"] and g3.adapters["L4"].serve_name not in names
     assert all(g3.adapters[lab] == g2.adapters[lab] for lab in ("L0", "L1", "L2", "L3"))
+
+
+def test_the_export_backend_writes_each_labels_dataset_and_registers_nothing(
+        ctx: WorkspaceContext, tmp_path: Path) -> None:
+    """`rsi update --backend export` on a mixture: every label with something to train gets its own dataset (its
+    domains' trajectories only; L0's routing examples), no candidate is registered and no adapter is placed."""
+    fams = {"alpha": "files", "beta": "data", "delta": None, "gamma": "pyfix"}
+    ids = add_trials(ctx, [T("alpha", 1, 1.0), T("beta", 1, 1.0), T("delta", 1, 1.0), T("gamma", 1, 0.0)])
+    _mark(ctx, ids, fams)
+    gens_before = [g.id for g in ctx.store.list_generations()]
+    out = run_update(UpdateRequest(backend="export", load=False), ctx.ws.root)
+    assert out.candidate is None and out.manifest_path is None
+    assert [g.id for g in ctx.store.list_generations()] == gens_before
+    assert not (ctx.ws.root / "adapters").exists() or not any((ctx.ws.root / "adapters").rglob("*.safetensors"))
+    exported = out.dataset["labels"]
+    assert set(exported) == {"L0", "L1", "L2"}  # L3's one trajectory failed: nothing to train, nothing written
+    for lab, task in (("L1", "alpha"), ("L2", "beta")):
+        lines = Path(exported[lab]).read_text().splitlines()
+        assert [json.loads(x)["provenance"]["task"] for x in lines] == [task]
+    assert out.training["mol"]["L1"]["exported"] == exported["L1"]

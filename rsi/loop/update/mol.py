@@ -184,14 +184,21 @@ def train_mol(ctx: WorkspaceContext, req: Any, gen: GenerationManifest, cfg: Har
             objective=req.objective, settings=settings, base_model_dir=base_dir,
             parent_adapter=ctx.ws.resolve(parent.path) if parent else None, log=req.log, progress=req.progress,
             command=req.command))
-        if result.adapter_dir is None:
-            raise ConfigError(f"the {req.backend} backend returned no adapter for {label}")
+        if result.adapter_dir is None:  # `export`: the datasets are the product; no candidate comes of them
+            plan.result = {"changed": False, "exported": str(info.path), "dataset_digest": info.digest,
+                           "lines": info.counts.get("trajectories")}
+            continue
         aliases = tuple(str(p) for p in (base_dir,) if p is not None)
         adapter = check_peft_dir(result.adapter_dir, gen.base_model.id, aliases)
         refs[label] = _place(ctx, settings.lineage, label, n, adapter.path, adapter.sha256, domains[label], taken)
         plan.result = {"changed": True, "steps": result.steps, "dataset_digest": info.digest,
                        "lines": info.counts.get("trajectories"), "wall_sec": round(time.monotonic() - t0, 2),
                        "sha256": adapter.sha256, "serve_name": refs[label].serve_name}
+    exported = {lab: p.result["exported"] for lab, p in plans.items() if p.result.get("exported")}
+    if exported:
+        return {}, plans, {"run": run_id, "candidate": None, "domains": domains, "exported": exported,
+                           "labels": {lab: {"domains": p.domains, "trials": len(p.trials), "refused": len(p.refused),
+                                            "routing_examples": p.routing, **p.result} for lab, p in plans.items()}}
     if not any(p.result.get("changed") for p in plans.values()) and getattr(req, "add_specialist", None) is None:
         raise ConfigError(f"rsi update: no adapter of {gen.id} has anything new to train on")
     seed = refs.get(ROUTER) or single  # a new label with nothing of its own starts as a copy of the chat adapter
@@ -268,6 +275,14 @@ def run_mol_update(req: Any, ctx: WorkspaceContext, gen: GenerationManifest, cfg
     try:
         refs, plans, summary = train_mol(ctx, req, gen, cfg, cfg_digest, loaded, settings, run_id, out_dir,
                                          hooks.base_dir, hooks.new_id)
+        if summary.get("exported"):  # the export backend: each label's dataset written, nothing registered
+            for lab, path in summary["exported"].items():
+                req.log(f"{lab}: dataset written to {path}; the {req.backend} backend trains nothing")
+            outcome.training = {"mol": summary["labels"]}
+            outcome.dataset = {"path": str(out_dir), "digest": "mol", "counts": {}, "labels": summary["exported"]}
+            ctx.store.finish_training_run(run_id, status="done", metrics={"mol": summary["labels"]})
+            outcome.wall_sec = round(time.monotonic() - t0, 2)
+            return outcome
         placed = [ctx.ws.root / r.path for lab, r in refs.items() if gen.adapters.get(lab) is None
                   or gen.adapters[lab].serve_name != r.serve_name]
         m = register_mol(ctx, gen, cfg, cfg_digest, refs, summary, run_id,
