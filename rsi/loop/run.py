@@ -43,6 +43,7 @@ from rsi.loop.hooks import Progress
 from rsi.sandbox.base import SandboxError, SandboxProvider
 from rsi.store.files import load_tasks
 from rsi.store.lease import LeaseLostError
+from rsi.store.repo import Store
 from rsi.store.tables import BudgetRow, JobRow, TrialRow
 
 BREAKER_TYPES = {ErrorType.MODEL_UNAVAILABLE.value, ErrorType.SANDBOX_ERROR.value}
@@ -396,7 +397,7 @@ def _drive(
             with suppress(SandboxError):
                 env.provider.gc(set(), scope={job_id})
     if stop == "lease_lost":
-        raise LeaseLostError(job_id, reason or "its lease was lost")
+        raise LeaseLostError(job_id, reason or "its lease was lost", resume_command(store, job_id))
     if failure is not None:
         log = ctx.ws.logs_dir / f"{job_id}-error.log"
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -429,4 +430,16 @@ def _model_endpoint(arm_plans: list[ArmPlan], ctx: WorkspaceContext) -> Iterator
         yield url
 
 
-__all__ = ["JobOutcome", "Progress", "RunRequest", "run_job"]
+__all__ = ["JobOutcome", "Progress", "RunRequest", "resume_command", "run_job"]
+
+
+def resume_command(store: Store, job_id: str) -> str:
+    """The command that finishes `job_id`: a phase's trial job (discover, expand, promote, cycle) is finished by
+    resuming the outermost phase job above it, a plain `rsi run` job by itself."""
+    root = store.get_job(job_id)
+    seen = {root.id}
+    while root.parent_job and root.parent_job not in seen:
+        seen.add(root.parent_job)
+        root = store.get_job(root.parent_job)
+    kind = root.kind if root.kind in ("discover", "expand", "promote", "cycle") else "run"
+    return f"rsi {kind} --resume {root.id}"

@@ -52,12 +52,14 @@ class LeaseLostError(RsiError):
 
     exit_code = 1
 
-    def __init__(self, job_id: str, why: str) -> None:
+    def __init__(self, job_id: str, why: str, resume: str | None = None) -> None:
         self.job_id = job_id
         self.why = why
+        # a phase's trial job is finished by resuming the phase (the caller names it), a plain run by itself
+        self.resume = resume or f"rsi run --resume {job_id}"
         super().__init__(
             f"job {job_id} stopped: {why}; this driver recorded nothing more for it, and "
-            f"`rsi run --resume {job_id}` from the driver that owns it finishes it"
+            f"`{self.resume}` from the driver that owns it finishes it"
         )
 
 

@@ -210,3 +210,21 @@ def test_rsi_run_exits_non_zero_with_one_line_when_the_lease_is_lost(
     (line,) = r.output.strip().splitlines()
     assert line.startswith("error: job job-9 stopped: another driver took it over")
     assert line.endswith("`rsi run --resume job-9` from the driver that owns it finishes it")
+
+
+def test_the_lost_lease_error_names_the_phase_to_resume(store: Store) -> None:
+    """A trial job of a phase is finished by resuming the outermost phase job above it, not the trial job."""
+    from rsi.loop.run import resume_command
+
+    store.create_job("cyc-1", agent="harness", generation=None, harness_config_digest=None, attempts=1,
+                     concurrency=1, task_paths=[], tasks_fingerprint="f", trials=[], kind="cycle")
+    store.create_job("exp-1", agent="harness", generation=None, harness_config_digest=None, attempts=1,
+                     concurrency=1, task_paths=[], tasks_fingerprint="f", trials=[], kind="expand",
+                     parent_job="cyc-1")
+    store.create_job("job-2", agent="harness", generation=None, harness_config_digest=None, attempts=1,
+                     concurrency=1, task_paths=[], tasks_fingerprint="f", trials=[], parent_job="exp-1")
+    _job(store, "job-3")
+    assert resume_command(store, "job-2") == "rsi cycle --resume cyc-1"
+    assert resume_command(store, "job-3") == "rsi run --resume job-3"
+    msg = str(LeaseLostError("job-2", "another driver took it over", resume_command(store, "job-2")))
+    assert "`rsi cycle --resume cyc-1` from the driver that owns it finishes it" in msg
