@@ -107,7 +107,7 @@ def render(out: ExpandOutcome) -> None:
     spent = out.budget["spent"]
     t.add_row("budget", f"{spent.get('all', 0):g} of {out.budget['limit']:g} {out.budget['unit']} ("
               + ", ".join(f"{k} {v:g}" for k, v in spent.items() if k != "all") + ")")
-    t.add_row("trials / wall", f"{out.trials} / {out.wall_sec:.0f} s")
+    t.add_row("trials / wall", f"{out.trials} / {out.wall_sec:.0f} s (this invocation)")
     t.add_row("integrity", integrity_text(out.integrity))
     console.print(t)
     ct = Table(title="configs (per-task Pareto front below)")
