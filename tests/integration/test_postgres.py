@@ -159,8 +159,6 @@ def test_resume_after_kill_9_waits_for_the_lease_then_finishes(
     d = _driver(root, tmp_path / "fake1", *map(str, tasks))
     try:
         def one_done() -> bool:
-            if d1.poll() is not None:  # driver 1 ended before running a trial: say why
-                raise AssertionError(f"driver 1 exited {d1.returncode}: {d1.communicate()}")
             with Store(url) as s:
                 jobs = s.list_jobs()
                 return bool(jobs) and any(t.status == "done" for t in s.trials(jobs[0].id))
