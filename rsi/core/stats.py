@@ -89,13 +89,12 @@ def wilcoxon_p(diffs: Sequence[float], alternative: str = "greater") -> float:
     n_all = len(diffs)
     has_zero = any(d == 0 for d in diffs)
     nonzero = [d for d in diffs if d != 0]
-    _, ties = _ranks([abs(d) for d in nonzero])
+    ranks, ties = _ranks([abs(d) for d in nonzero])
     has_tie = any(t > 1 for t in ties)
     if not (n_all > 50 or (n_all > 13 and (has_zero or has_tie))):  # scipy answers exactly: let it
         from scipy.stats import wilcoxon
 
         return float(wilcoxon(list(diffs), alternative=alternative, zero_method="wilcox").pvalue)
-    ranks, _ = _ranks([abs(d) for d in nonzero])
     count = len(nonzero)
     if count == 0:
         return math.nan
