@@ -28,6 +28,7 @@ RAY = [sys.executable, "-m", "ray.scripts.scripts"]
 # the GCS notices a dead raylet within seconds (defaults: about half a minute)
 FAST_HEALTH = {"RAY_health_check_initial_delay_ms": "1000", "RAY_health_check_period_ms": "1000",
                "RAY_health_check_timeout_ms": "1000", "RAY_health_check_failure_threshold": "3"}
+AUTH_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")
 
 
 def free_port() -> int:
@@ -154,6 +155,17 @@ class RayCluster:
         self.address = f"127.0.0.1:{self.port}"
         self.daemons = [Dockerd(i + 1) for i in range(workers)]
         self.workers: list[Worker] = []
+        # Ray >= 2.5x turns token auth on by itself once ~/.ray/auth_token exists (any `ray.init()` that
+        # starts a local cluster writes one), so a cluster started here and a driver that reads a different
+        # token (or none) fail with InvalidAuthToken. The cluster has its own token, named through the
+        # environment to every process started here and to this process's drivers.
+        token = self.tmp / "auth_token"
+        token.write_text(os.urandom(32).hex())
+        self._saved_env = {k: os.environ.get(k) for k in AUTH_ENV}
+        os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
+        os.environ.pop("RAY_AUTH_TOKEN", None)
+        if "ray._raylet" in sys.modules:  # Ray reads its config once at import: make it read the mode again
+            sys.modules["ray._raylet"].Config.initialize("")
 
     def _ray_start(self, args: list[str], env: dict[str, str]) -> None:
         res = subprocess.run([*RAY, "start", *args, "--disable-usage-stats", f"--temp-dir={self.tmp}"],
@@ -212,3 +224,8 @@ class RayCluster:
         for d in self.daemons:
             d.stop()
         subprocess.run(["rm", "-rf", str(self.tmp)], capture_output=True)
+        for k, v in self._saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
