@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from rsi.core.digest import digest_obj
+from rsi.core.model import RsiModel
 
 
-class Arm(BaseModel):
+class Arm(RsiModel):
     """What acts in a trial. Equal arms have equal ids."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -49,7 +50,7 @@ def make_trial_id(job_id: str, task_name: str, arm: Arm, attempt: int) -> str:
     return f"{job_id}.{task_name}.{arm.id}.{attempt}"
 
 
-class TrialSpec(BaseModel):
+class TrialSpec(RsiModel):
     """One attempt of one arm at one task: everything a worker needs, as plain data.
 
     `config` is the harness config the arm runs (as its canonical mapping, variant applied); the
@@ -69,3 +70,4 @@ class TrialSpec(BaseModel):
     trial_dir: str
     config: dict[str, Any] | None = None
     generation: dict[str, Any] | None = None
+    driver: str | None = None  # the run that submitted it; its containers carry it (rsi.sandbox.base.LABEL_DRIVER)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from rsi.core.model import RsiModel
 
 # Where an agent may write without voiding a pass (an allow-list; the task's workdir is added).
 DEFAULT_WRITABLE_ROOTS = ["/app", "/tmp", "/var/tmp", "/root", "/home", "/dev/shm"]
@@ -16,7 +18,7 @@ DEFAULT_WRITABLE_ROOTS = ["/app", "/tmp", "/var/tmp", "/root", "/home", "/dev/sh
 DEFAULT_PROTECTED_PATHS = ["/tests", "/logs/verifier"]
 
 
-class _Strict(BaseModel):
+class _Strict(RsiModel):
     model_config = ConfigDict(extra="forbid")
 
 

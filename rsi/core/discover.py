@@ -15,10 +15,11 @@ from collections.abc import Iterable, Mapping
 from hashlib import sha256
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from rsi.core.contract import Contract, HoldoutUnit
 from rsi.core.digest import digest_files, digest_obj
+from rsi.core.model import RsiModel
 from rsi.core.task import Split, TaskSpec
 
 # generated -> checked (the oracle passed every run) -> valid (nop and known-wrong fail) -> admitted;
@@ -46,7 +47,7 @@ REJECT_REASONS: dict[str, str] = {
 }
 
 
-class TaskDraft(BaseModel):
+class TaskDraft(RsiModel):
     """A generated task before it is written: Harbor parts, rsi metadata and known-wrong solutions."""
 
     model_config = ConfigDict(extra="forbid")

@@ -5,8 +5,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
+from rsi.core.model import RsiModel
 from rsi.core.mol import ROUTER, domain_problems, label_index
 
 
@@ -17,7 +18,7 @@ class GenerationState(StrEnum):
     REJECTED = "rejected"
 
 
-class AdapterRef(BaseModel):
+class AdapterRef(RsiModel):
     """One adapter revision. `role` and `domains` are set in a Mixture-of-LoRA generation (label -> the
     task families it serves) and left out of the written form otherwise, so a one-adapter manifest
     reads and writes exactly as before."""
@@ -39,21 +40,21 @@ class AdapterRef(BaseModel):
         return data
 
 
-class BaseModelRef(BaseModel):
+class BaseModelRef(RsiModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str
     digest: str | None = None
 
 
-class HarnessRef(BaseModel):
+class HarnessRef(RsiModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
     digest: str
 
 
-class Provenance(BaseModel):
+class Provenance(RsiModel):
     model_config = ConfigDict(extra="forbid")
 
     discover_jobs: list[str] = Field(default_factory=list)
@@ -64,7 +65,7 @@ class Provenance(BaseModel):
     training: dict[str, Any] | None = None
 
 
-class GenerationManifest(BaseModel):
+class GenerationManifest(RsiModel):
     model_config = ConfigDict(extra="forbid")
 
     schema_version: int = Field(default=1, ge=1, le=2)  # 2: written with MoL adapters

@@ -24,7 +24,6 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
@@ -37,12 +36,13 @@ from pydantic import (
 from rsi.core.contract import Contract
 from rsi.core.digest import digest_obj
 from rsi.core.errors import pydantic_field
+from rsi.core.model import RsiModel
 from rsi.core.mol import MolSpec
 
 EMBEDDED_ENDPOINT = "embedded"
 
 
-class _Strict(BaseModel):
+class _Strict(RsiModel):
     model_config = ConfigDict(extra="forbid")
 
 

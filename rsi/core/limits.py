@@ -12,17 +12,18 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from rsi.core.contract import Contract
 from rsi.core.harness_config import HarnessConfig
+from rsi.core.model import RsiModel
 from rsi.core.task import TaskSpec
 
 # task.toml network modes that mean "no network at all"
 NO_NETWORK_MODES = frozenset({"none", "no-network"})
 
 
-class EffectiveLimits(BaseModel):
+class EffectiveLimits(RsiModel):
     """What the runner and the harness enforce for one trial. Frozen: computed once, then read."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

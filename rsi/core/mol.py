@@ -21,7 +21,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from rsi.core.model import RsiModel
 
 ROUTER = "L0"
 ROUTER_ROLE = "chat+router"
@@ -31,7 +33,7 @@ DEFAULT_SUMMARY_TOKENS = 192
 Constraint = Literal["choice", "regex"]
 
 
-class MolSpec(BaseModel):
+class MolSpec(RsiModel):
     """The `mol` section: label -> families it serves. `L0` (chat + router) may serve families too."""
 
     model_config = ConfigDict(extra="forbid")
@@ -153,7 +155,7 @@ def keyword_route(instruction: str, domains: Mapping[str, Sequence[str]]) -> str
 # --- routing accuracy (the promotion gate, rsi diff, benchmarks/mol.py E1) --------------------------------
 
 
-class RoutingScore(BaseModel):
+class RoutingScore(RsiModel):
     """Routing accuracy of one router on instructions with gold labels (label infra failures excluded)."""
 
     model_config = ConfigDict(extra="forbid")

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from rsi.core.model import RsiModel
 from rsi.core.training import TrainSettings
 
 
-class SandboxSettings(BaseModel):
+class SandboxSettings(RsiModel):
     model_config = ConfigDict(extra="forbid")
 
     provider: str = "docker"
     base_image: str | None = None  # RSI_BASE_IMAGE overrides; default rsi-base:bookworm
 
 
-class ExecutorSettings(BaseModel):
+class ExecutorSettings(RsiModel):
     """Where trial logic runs: `local` (this process) or `ray` (one Ray task per trial on a cluster
     whose nodes declare `rsi_slot` resources; `address` as for `ray.init`, default: RAY_ADDRESS, else
     the cluster this machine joined)."""
@@ -25,7 +26,7 @@ class ExecutorSettings(BaseModel):
     address: str | None = None
 
 
-class ProposerSettings(BaseModel):
+class ProposerSettings(RsiModel):
     """An endpoint a proposer model is asked on: `discover.proposer` for `rsi discover --generator
     model` (tasks), `expand.proposer` for `rsi expand`'s reflective config proposals (default for
     both: the current generation's own model on its own endpoint). `model` is the served name;
@@ -40,19 +41,19 @@ class ProposerSettings(BaseModel):
     max_tokens: int = Field(default=768, gt=0)
 
 
-class DiscoverSettings(BaseModel):
+class DiscoverSettings(RsiModel):
     model_config = ConfigDict(extra="forbid")
 
     proposer: ProposerSettings | None = None
 
 
-class ExpandSettings(BaseModel):
+class ExpandSettings(RsiModel):
     model_config = ConfigDict(extra="forbid")
 
     proposer: ProposerSettings | None = None
 
 
-class WorkspaceSettings(BaseModel):
+class WorkspaceSettings(RsiModel):
     model_config = ConfigDict(extra="forbid")
 
     schema_version: int = 1

@@ -12,9 +12,10 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from rsi.core.errors import InputError, first_validation_error
+from rsi.core.model import RsiModel
 
 # Harbor's spellings (public | no-network | allowlist) and rsi's older aliases (none | bridge).
 NetworkMode = Literal["public", "no-network", "allowlist", "none", "bridge"]
@@ -29,11 +30,11 @@ def _resolve(mode: str | None) -> Network | None:
 Split = Literal["train", "holdout"]
 
 
-class _Loose(BaseModel):
+class _Loose(RsiModel):
     model_config = ConfigDict(extra="allow")
 
 
-class RsiMetadata(BaseModel):
+class RsiMetadata(RsiModel):
     """rsi's own task fields (`[metadata.rsi]`)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -147,7 +148,7 @@ class TaskSection(_Loose):
     keywords: list[str] = Field(default_factory=list)
 
 
-class TaskSpec(BaseModel):
+class TaskSpec(RsiModel):
     """The parsed `task.toml` of one task."""
 
     model_config = ConfigDict(extra="allow")
@@ -274,7 +275,7 @@ def parse_task_toml(text: str, file: str) -> TaskSpec:
 REQUIRED_FILES = ("instruction.md", "task.toml", "environment/Dockerfile", "tests/test.sh")
 
 
-class Task(BaseModel):
+class Task(RsiModel):
     """A loaded task: its name, where it lives, its spec, instruction and content digest."""
 
     name: str

@@ -34,11 +34,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 from rapidfuzz import fuzz
 
 from rsi.core.contract import Contract
 from rsi.core.digest import digest_obj
+from rsi.core.model import RsiModel
 
 Objective = Literal["sft", "pg", "sft+pg"]
 OBJECTIVES: tuple[str, ...] = ("sft", "pg", "sft+pg")
@@ -46,7 +47,7 @@ OBJECTIVES: tuple[str, ...] = ("sft", "pg", "sft+pg")
 INFRA_ERRORS = frozenset({"sandbox_error", "model_unavailable", "environment_build_failed", "cancelled"})
 
 
-class TrainSettings(BaseModel):
+class TrainSettings(RsiModel):
     """LoRA and optimiser settings (`train:` in rsi.yaml). Reference values (BACKGROUND): the flagship
     uses rank 16 / alpha 32; a local 50B model rank 64 / alpha 128. The defaults suit the embedded 135M."""
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from rsi.core.contract import Integrity
+from rsi.core.model import RsiModel
 
 
 class ErrorType(StrEnum):
@@ -84,7 +85,7 @@ class TrialStatus(StrEnum):
     DONE = "done"
 
 
-class Timings(BaseModel):
+class Timings(RsiModel):
     """Seconds per phase of a trial."""
 
     build: float = 0.0
@@ -98,7 +99,7 @@ class Timings(BaseModel):
     model_queue: float = 0.0
 
 
-class Usage(BaseModel):
+class Usage(RsiModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
@@ -113,7 +114,7 @@ class Usage(BaseModel):
         )
 
 
-class TrialResult(BaseModel):
+class TrialResult(RsiModel):
     """What one trial produced; written as `result.json` and summarised in the DB row."""
 
     schema_version: int = 2

@@ -13,15 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal, Protocol
 
-from pydantic import BaseModel
-
 from rsi.core.arm import TrialSpec
+from rsi.core.model import RsiModel
 from rsi.core.trial import TrialResult
 
 EventKind = Literal["started", "finished", "cancelled", "failed"]
 
 
-class TrialEvent(BaseModel):
+class TrialEvent(RsiModel):
     """What the executor reports: a trial started, finished (with its result), was cancelled before
     it finished, or failed with an unexpected error (a bug; `error` holds the traceback)."""
 

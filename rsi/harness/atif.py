@@ -23,15 +23,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 import rsi
+from rsi.core.model import RsiModel
 
 SCHEMA_VERSION = "ATIF-v1.7"
 AGENT_NAME = "rsi-harness"
 
 
-class _Open(BaseModel):
+class _Open(RsiModel):
     # Unknown keys are kept: files written by newer Harbor versions must still load.
     model_config = ConfigDict(extra="allow")
 
