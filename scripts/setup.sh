@@ -43,6 +43,9 @@ fi
 
 # Always point the installed `rsi` at this checkout (cheap), so a second clone tests its own code.
 "$PY" -m pip install -q --no-deps -e . 2>&1 | grep -v '^WARNING: Location' || true
+# An editable install leaves bytecode to the first import, and with PYTHONDONTWRITEBYTECODE set (as in many
+# containers) every `rsi` command would compile its modules again: about 0.7 s of each start on 2 cores.
+"$PY" -m compileall -q rsi >/dev/null || true
 
 "$PY" -m rsi sandbox build-base
 log "ready"

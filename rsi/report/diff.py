@@ -303,8 +303,7 @@ def _training(ctx: Ctx, g: GenerationManifest) -> dict[str, Any]:
 
 def _attribution(ctx: Ctx, a_id: str, b_id: str) -> dict[str, Any]:
     kinds = ("model", "task", "config", "infra")
-    va = {r.task_digest: r.kind for r in ctx.store.attributions(generation=a_id)}
-    vb = {r.task_digest: r.kind for r in ctx.store.attributions(generation=b_id)}
+    va, vb = ctx.store.attribution_kinds(a_id), ctx.store.attribution_kinds(b_id)
     counts = {g: {k: sum(1 for v in d.values() if v == k) for k in kinds} for g, d in (("a", va), ("b", vb))}
     moved: dict[str, int] = {}
     for digest in set(va) | set(vb):

@@ -27,7 +27,7 @@ MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 # Every migration's revision, oldest first (a unit test holds it equal to alembic's own walk of migrations/).
 # Known here, an open of a database already at head checks it with one SELECT and never imports alembic,
 # which with its script parsing cost every command ~0.4 s (`rsi diff` has 2 s in all).
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
 HEAD = REVISIONS[-1]
 
 

@@ -132,15 +132,26 @@ class PromoteQueries(StoreBase):
         return out
 
     def phase_usage(self, generations: Sequence[str]) -> list[dict[str, Any]]:
-        """Trials, tokens and wall time spent per generation and phase (every finished trial)."""
+        """Trials, tokens and wall time spent per generation and phase (every finished trial).
+
+        Summed per job first, from the covering index `ix_trials_usage` alone (a join per trial row cost
+        0.3 s on 100k trials), then per phase here: a workspace has few jobs."""
         stmt = (
-            sa.select(col(TrialRow.generation), col(JobRow.phase), func.count(), func.sum(TrialRow.prompt_tokens),
+            sa.select(col(TrialRow.generation), col(TrialRow.job_id), func.count(), func.sum(TrialRow.prompt_tokens),
                       func.sum(TrialRow.completion_tokens), func.sum(TrialRow.t_total))
-            .join(JobRow, col(JobRow.id) == col(TrialRow.job_id))
             .where(col(TrialRow.generation).in_(list(generations)), col(TrialRow.status) == TrialStatus.DONE.value)
-            .group_by(col(TrialRow.generation), col(JobRow.phase))
+            .group_by(col(TrialRow.generation), col(TrialRow.job_id))
         )
         with self.session() as s:
             rows = s.execute(stmt).all()
-        return [{"generation": g, "phase": ph or "run", "trials": int(c), "prompt_tokens": int(pt or 0),
-                 "completion_tokens": int(ct or 0), "wall_sec": float(w or 0.0)} for g, ph, c, pt, ct, w in rows]
+            jobs = sorted({r[1] for r in rows})
+            phase = dict(s.execute(sa.select(col(JobRow.id), col(JobRow.phase)).where(col(JobRow.id).in_(jobs))).all())
+        out: dict[tuple[str, str], list[float]] = {}
+        for g, job, c, pt, ct, w in rows:
+            acc = out.setdefault((g, phase.get(job) or "run"), [0, 0, 0, 0.0])
+            acc[0] += c
+            acc[1] += pt or 0
+            acc[2] += ct or 0
+            acc[3] += w or 0.0
+        return [{"generation": g, "phase": ph, "trials": int(c), "prompt_tokens": int(pt),
+                 "completion_tokens": int(ct), "wall_sec": float(w)} for (g, ph), (c, pt, ct, w) in sorted(out.items())]

@@ -148,11 +148,14 @@ class JobRow(SQLModel, table=True):
 # per generation at 100k trials), for ~200 bytes per trial.
 TRIAL_CELLS_COLUMNS = ("generation", "agent", "harness_config_digest", "status", "task_digest", "task_name", "split",
                        "passed", "error_type", "job_id")
+# rsi diff's cost per generation and phase (queries_promote.phase_usage) reads only the index
+TRIAL_USAGE_COLUMNS = ("generation", "status", "job_id", "prompt_tokens", "completion_tokens", "t_total")
 
 
 class TrialRow(SQLModel, table=True):
     __tablename__ = "trials"
-    __table_args__ = (sa.Index("ix_trials_cells", *TRIAL_CELLS_COLUMNS),)
+    __table_args__ = (sa.Index("ix_trials_cells", *TRIAL_CELLS_COLUMNS),
+                      sa.Index("ix_trials_usage", *TRIAL_USAGE_COLUMNS))
 
     id: str = Field(primary_key=True)
     job_id: str = Field(foreign_key="jobs.id", index=True)

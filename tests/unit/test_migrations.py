@@ -59,7 +59,7 @@ def test_migrations_from_blank_db_equal_the_tables(tmp_path: Path) -> None:
     db = tmp_path / "blank.db"
     assert not db.exists()
     store = Store(f"sqlite:///{db}")
-    assert current_revision(store.engine) == head_revision() == "0007"
+    assert current_revision(store.engine) == head_revision() == "0008"
     assert _schema_diff(store.engine) == [], "migrations and rsi/store/tables.py disagree"
     store.close()
 
@@ -71,7 +71,7 @@ def test_upgrade_from_0001_keeps_rows_and_fills_defaults(tmp_path: Path) -> None
     assert current_revision(engine) == "0001"
     _rows_at_0001(engine)
     migrate(engine)
-    assert current_revision(engine) == "0007"
+    assert current_revision(engine) == "0008"
     assert _schema_diff(engine) == [], "an upgraded database must equal a fresh one"
     engine.dispose()
 
