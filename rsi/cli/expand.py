@@ -49,6 +49,9 @@ def expand(
     fewshot: Annotated[int, typer.Option("--fewshot", help="Demonstrations per few-shot candidate, drawn from this "
                                          "generation's passing train trajectories.")] = 2,
     no_fewshot: Annotated[bool, typer.Option("--no-fewshot", help="No few-shot candidates.")] = False,
+    explore: Annotated[int, typer.Option("--explore", help="Attempts the search gives each candidate on each unsolved "
+                                         "task at most, one round of looks at a time (the model samples: a second "
+                                         "attempt can pass where the first missed; 1 for greedy decoding).")] = 3,
     concurrency: Annotated[int, typer.Option("--concurrency", "-n")] = 2,
     candidate: Annotated[list[str] | None, typer.Option(
         "--candidate", "-c", help="A config patch to try as well (repeatable): a YAML file or inline YAML of dotted "
@@ -64,7 +67,8 @@ def expand(
         wctx = open_context(ctx)
         req = ExpandRequest(budget=budget, unit=unit, generation=gen, tasks=tasks, strategy=strategy, seed=seed,
                             attempts=attempts, proposals=proposals, concurrency=concurrency, resume=resume,
-                            candidates=list(candidate or []), fewshot=0 if no_fewshot else fewshot)
+                            candidates=list(candidate or []), fewshot=0 if no_fewshot else fewshot,
+                            explore=explore)
         with progress(as_json) as p:
             out = run_expand(wctx, req, _Hooks(p, as_json))
         if as_json:

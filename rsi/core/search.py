@@ -10,7 +10,9 @@ Strategies:
   nothing). Each cell goes to the best-scoring candidate that has an unsolved task it has not tried
   (one cheap attempt, on the task tried least, spread over the round's tasks): an untried candidate
   scores above one that missed, so every candidate gets a first look, and one that fixed something
-  scores far above both and keeps the cells until its rate falls to the prior's. When the budget
+  scores far above both and keeps the cells until its rate falls to the prior's. The model samples, so
+  one miss is weak evidence: once every unsolved task has seen every candidate, exploration goes round
+  again (a second, then a third attempt per cell, EXPLORE_ATTEMPTS in all) while the budget lasts. When the budget
   left (`left`, in trials) would no longer pay for it, or when every unsolved task has seen every
   candidate, the leading candidates are swept over the rest of the train split, most tasks solved
   first (successive halving: the top half first), with one more attempt where a sweep fails a task
@@ -35,6 +37,7 @@ Cell = tuple[str, str, int]  # (candidate, task, attempts)
 PRIOR = (0.2, 2.0)  # Beta(a, b) over a candidate's fix rate on unsolved tasks: mean 1/11
 CONFIRM = 2  # passes that make a fix a `config` verdict (rsi.core.attribution.CONFIG_PASSES)
 CONFIRM_ATTEMPTS = 3  # attempts a once-passed fix may get before the search stops confirming it
+EXPLORE_ATTEMPTS = 3  # attempts exploration gives one (candidate, unsolved task) at most, one round at a time
 
 
 @dataclass
@@ -99,10 +102,11 @@ class SearchState:
 
 
 def next_cells(strategy: str, state: SearchState, n: int, seed: int, round_no: int,
-               left: int | None = None) -> list[Cell]:
+               left: int | None = None, explore: int = EXPLORE_ATTEMPTS) -> list[Cell]:
     """Up to `n` cells to run next; empty when the strategy has nothing left worth running.
 
-    `left`: trials the budget still pays for, this round's included (None: not known)."""
+    `left`: trials the budget still pays for, this round's included (None: not known); `explore`: attempts
+    `adaptive` gives one (candidate, unsolved task) at most (1: a single look, for a model that does not sample)."""
     if n <= 0 or not state.candidates:
         return []
     if strategy == "random":
@@ -115,7 +119,7 @@ def next_cells(strategy: str, state: SearchState, n: int, seed: int, round_no: i
         return out[:n]
     if strategy != "adaptive":
         raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
-    return _adaptive(state, n, seed, round_no, left)
+    return _adaptive(state, n, seed, round_no, left, explore)
 
 
 def _order(state: SearchState, seed: int) -> dict[str, int]:
@@ -129,7 +133,8 @@ def _leaders(state: SearchState, order: dict[str, int]) -> list[str]:
                   key=lambda c: (-len(state.solved_by(c)), -state.record(c)[0], order[c]))
 
 
-def _adaptive(state: SearchState, n: int, seed: int, round_no: int, left: int | None) -> list[Cell]:
+def _adaptive(state: SearchState, n: int, seed: int, round_no: int, left: int | None,
+              explore: int = EXPLORE_ATTEMPTS) -> list[Cell]:
     order = _order(state, seed)
     leaders = _leaders(state, order)
     confirm = state.confirm_cells()
@@ -143,17 +148,25 @@ def _adaptive(state: SearchState, n: int, seed: int, round_no: int, left: int | 
                 return due[:n]
         if confirm and len(confirm) >= left - n:  # what is left goes to confirming the fixes
             return confirm[:n]
-    out = _explore(state, n, seed, round_no, order)
+    out = _explore(state, n, seed, round_no, order, explore)
     return out or (confirm + _sweep(state, n, leaders))[:n]
 
 
-def _explore(state: SearchState, n: int, seed: int, round_no: int, order: dict[str, int]) -> list[Cell]:
+def _explore(state: SearchState, n: int, seed: int, round_no: int, order: dict[str, int],
+             explore: int = EXPLORE_ATTEMPTS) -> list[Cell]:
     rng = random.Random(f"{seed}:{round_no}")
     targets = state.targets()
     if not targets:
         return []
     a0, b0 = PRIOR
-    record = {c: list(state.record(c)) for c in state.candidates}
+    # the round's depth: cells with fewer attempts than it may run (a first look for every cell before any
+    # second attempt, and so on)
+    depth = 1 + min(state.tried(c, t) for c in state.candidates for t in targets)
+    if depth > explore:
+        return []
+    hard = [t for t in state.tasks if t not in state.base_solved and t not in state.excluded]
+    # a candidate's score counts attempts, so one that missed a cell twice ranks below one that missed once
+    record = {c: [state.record(c)[0], sum(state.tried(c, t) for t in hard)] for c in state.candidates}
     load = {t: sum(state.tried(c, t) for c in state.candidates) for t in targets}
     planned: set[tuple[str, str]] = set()
     busy = dict.fromkeys(targets, 0)
@@ -161,7 +174,7 @@ def _explore(state: SearchState, n: int, seed: int, round_no: int, order: dict[s
     while len(out) < n:
         best: tuple[tuple[float, int, int], str, list[str]] | None = None
         for c in state.candidates:
-            opts = [t for t in targets if state.tried(c, t) == 0 and (c, t) not in planned]
+            opts = [t for t in targets if state.tried(c, t) < depth and (c, t) not in planned]
             if not opts:
                 continue
             fixed, tried = record[c]
@@ -189,4 +202,5 @@ def _sweep(state: SearchState, n: int, leaders: list[str]) -> list[Cell]:
     return []
 
 
-__all__ = ["CONFIRM", "CONFIRM_ATTEMPTS", "PRIOR", "STRATEGIES", "Cell", "SearchState", "next_cells"]
+__all__ = ["CONFIRM", "CONFIRM_ATTEMPTS", "EXPLORE_ATTEMPTS", "PRIOR", "STRATEGIES", "Cell", "SearchState",
+           "next_cells"]

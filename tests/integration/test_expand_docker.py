@@ -93,7 +93,7 @@ def test_expand_in_docker_with_faults_attributes_from_evidence(
     p.faults = [503] * 3  # the endpoint answers 503 for a while; the client retries them
     state: dict[str, Any] = {"killed": None, "at": 2}
     p.on_call = _kill_one_container(state)
-    out = expand(ctx, ExpandRequest(budget=30, attempts=1, concurrency=2, proposals=0, trial_env_hook=_fast))
+    out = expand(ctx, ExpandRequest(explore=1, budget=30, attempts=1, concurrency=2, proposals=0, trial_env_hook=_fast))
     assert not out.interrupted, out.reason
     assert state["killed"], "no container was killed mid-trial"
     trials = [t for j in ctx.store.child_jobs(out.job_id) for t in ctx.store.trials(j.id)]
@@ -112,7 +112,7 @@ def test_an_endpoint_that_times_out_for_a_while_is_infra(ctx: WorkspaceContext, 
     verdict comes from it and the verdicts are the ground truth."""
     p = policy[0]
     p.stalls, p.stall_sec = 5, 2.5
-    out = expand(ctx, ExpandRequest(budget=30, attempts=1, concurrency=1, proposals=0, trial_env_hook=_fast))
+    out = expand(ctx, ExpandRequest(explore=1, budget=30, attempts=1, concurrency=1, proposals=0, trial_env_hook=_fast))
     assert not out.interrupted, out.reason
     assert p.stalls == 0, "the endpoint never hung"
     trials = [t for j in ctx.store.child_jobs(out.job_id) for t in ctx.store.trials(j.id)]
@@ -127,7 +127,7 @@ def test_an_endpoint_that_times_out_for_a_while_is_infra(ctx: WorkspaceContext, 
 
 
 def test_expand_stopped_mid_search_resumes_each_trial_once(ctx: WorkspaceContext) -> None:
-    out = expand(ctx, ExpandRequest(budget=7, attempts=1, concurrency=2, proposals=0, trial_env_hook=_fast))
+    out = expand(ctx, ExpandRequest(explore=1, budget=7, attempts=1, concurrency=2, proposals=0, trial_env_hook=_fast))
     assert out.interrupted and "budget" in (out.reason or "")
     with ctx.store.session() as s:  # what kill -9 leaves: the job 'running', its owner gone
         job = s.get(JobRow, out.job_id)
@@ -215,7 +215,7 @@ def test_docker_daemon_outage_mid_job_is_infra_and_retried(
                 time.sleep(max(0.0, outage.ended_at - time.monotonic()) + 0.2)
 
     policy[0].on_call = hook
-    out = expand(ctx, ExpandRequest(budget=30, attempts=1, concurrency=2, proposals=0, provider=outage,
+    out = expand(ctx, ExpandRequest(explore=1, budget=30, attempts=1, concurrency=2, proposals=0, provider=outage,
                                     trial_env_hook=_fast))
     assert not out.interrupted, out.reason
     assert outage.stopped and (during_model_call or outage.refused > 0), "the outage hit nothing"
@@ -279,7 +279,7 @@ def test_a_real_docker_daemon_restart_mid_job_is_infra_and_retried(
             away.append(_restart_dockerd())
 
     policy[0].on_call = hook
-    out = expand(ctx, ExpandRequest(budget=30, attempts=1, concurrency=2, proposals=0, trial_env_hook=_fast))
+    out = expand(ctx, ExpandRequest(explore=1, budget=30, attempts=1, concurrency=2, proposals=0, trial_env_hook=_fast))
     assert away, "the daemon was never restarted"
     assert not out.interrupted, out.reason
     trials = [t for j in ctx.store.child_jobs(out.job_id) for t in ctx.store.trials(j.id)]

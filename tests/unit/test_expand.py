@@ -69,7 +69,8 @@ def ctx(tmp_path: Path, policy: tuple[Policy, str]) -> Iterator[WorkspaceContext
 
 def _req(provider: FakeSandboxProvider, **kw: object) -> ExpandRequest:
     base: dict[str, object] = {"budget": 60, "attempts": 1, "concurrency": 2, "proposals": 0, "provider": provider,
-                               "trial_env_hook": _fast, "fewshot": 0}  # few-shot: tests/unit/test_expand_fewshot.py
+                               "trial_env_hook": _fast, "fewshot": 0,  # few-shot: tests/unit/test_expand_fewshot.py
+                               "explore": 1}  # the fake world is deterministic: a second look never passes
     return ExpandRequest(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -483,3 +484,14 @@ def test_a_bad_manual_candidate_is_refused_before_any_trial(ctx: WorkspaceContex
         expand(ctx, _req(provider, candidates=[spec]))
     assert "--candidate" in str(err.value)
     assert not [j for j in ctx.store.list_jobs() if j.kind == "expand"] and not provider.live
+
+
+def test_explore_below_one_attempt_is_refused_and_the_job_keeps_its_setting(
+    ctx: WorkspaceContext, provider: FakeSandboxProvider
+) -> None:
+    with pytest.raises(InputError, match="--explore"):
+        expand(ctx, _req(provider, explore=0))
+    out = expand(ctx, _req(provider, explore=2, budget=12))
+    assert ctx.store.get_job(out.job_id).params["explore"] == 2
+    with pytest.raises(ConfigError, match="explore"):  # a resume may not change how the search explores
+        expand(ctx, _req(provider, resume=out.job_id, explore=1))

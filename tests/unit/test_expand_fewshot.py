@@ -75,7 +75,7 @@ def ctx(tmp_path: Path, policy: tuple[Policy, str]) -> Iterator[WorkspaceContext
 
 def _req(provider: FakeSandboxProvider, **kw: object) -> ExpandRequest:
     base: dict[str, object] = {"budget": 60, "attempts": 1, "concurrency": 2, "proposals": 0, "provider": provider,
-                               "trial_env_hook": _fast, "fewshot": 2}
+                               "trial_env_hook": _fast, "fewshot": 2, "explore": 1}
     return ExpandRequest(**{**base, **kw})  # type: ignore[arg-type]
 
 

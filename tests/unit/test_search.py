@@ -12,7 +12,7 @@ import statistics
 import pytest
 
 from rsi.core.pareto import ADOPT_ALPHA, outcome, paired, sign_test
-from rsi.core.search import SearchState, next_cells
+from rsi.core.search import EXPLORE_ATTEMPTS, SearchState, next_cells
 
 USEFUL = ["temp=0.2", "temp=1.0", "turns=3", "turns=8", "variant=B", "few_shot=[]"]
 COUNTS = [5, 4, 3, 3, 2, 1]
@@ -120,16 +120,35 @@ def test_excluded_tasks_are_never_searched() -> None:
 
 def test_a_failed_sweep_on_a_baseline_task_gets_one_confirming_attempt() -> None:
     state, _ = fresh(decoys=0)
-    for t in state.tasks:  # every unsolved task has seen every candidate
+    for t in state.tasks:  # every unsolved task has seen every candidate as often as exploration allows
         if t not in state.base_solved:
             for c in state.candidates:
-                state.add(c, t, False)
+                for _ in range(EXPLORE_ATTEMPTS):
+                    state.add(c, t, False)
     state.runs[("turns=8", "need-turns=8-0")] = [1, 1]
     state.add("turns=8", "any-0", False)
     cells = next_cells("adaptive", state, 50, 0, 9, None)
     assert ("turns=8", "any-0", 1) in cells  # the second look before a regression counts
     state.add("turns=8", "any-0", False)
     assert ("turns=8", "any-0", 1) not in next_cells("adaptive", state, 50, 0, 10, None)
+
+
+def test_a_miss_is_tried_again_once_every_cell_had_a_first_look() -> None:
+    """The model samples: a candidate that missed an unsolved task once may pass on a second attempt, so
+    a budget left after every first look goes to second (then third) attempts, never beyond."""
+    state, _ = fresh(decoys=2)
+    hard = [t for t in state.tasks if t not in state.base_solved]
+    for t in hard:
+        for c in state.candidates:
+            state.add(c, t, False)
+    cells = next_cells("adaptive", state, 8, 0, 1, None)
+    assert len(cells) == 8 and all(state.tried(c, t) == 1 and t in hard for c, t, _ in cells)
+    for t in hard:
+        for c in state.candidates:
+            while state.tried(c, t) < EXPLORE_ATTEMPTS:
+                state.add(c, t, False)
+    assert all(state.tried(c, t) == 0 for c, t, _ in next_cells("adaptive", state, 8, 0, 2, None)
+               if t in hard), "exploration must stop at EXPLORE_ATTEMPTS per cell"
 
 
 def test_random_and_grid_plans() -> None:

@@ -38,7 +38,7 @@ from rsi.core.arm import Arm
 from rsi.core.attribution import plan_controls
 from rsi.core.budget import UNITS
 from rsi.core.errors import ConfigError, InputError
-from rsi.core.search import STRATEGIES, next_cells
+from rsi.core.search import EXPLORE_ATTEMPTS, STRATEGIES, next_cells
 from rsi.core.task import Task
 from rsi.exec.trial import TrialEnv
 from rsi.exec.verifier_offline import check_verifiers_offline
@@ -79,6 +79,7 @@ class ExpandRequest:
     proposals: int = 2  # reflective proposals to ask for
     round_size: int | None = None  # cells planned per search round (None: the concurrency, one wave)
     fewshot: int = DEFAULT_K  # demonstrations per few-shot candidate (0: none)
+    explore: int = EXPLORE_ATTEMPTS  # attempts exploration gives one (candidate, unsolved task) at most
     candidates: list[str] = field(default_factory=list)  # --candidate: YAML patch files or inline patches
     reflector: Reflector | None = None  # default: the generation's model (None + proposals=0: none)
     provider: SandboxProvider | None = None  # tests inject a fake
@@ -117,7 +118,7 @@ def _params(req: ExpandRequest, gen: str, tasks: list[Task], base_digest: str,
     return {"generation": gen, "tasks": req.tasks, "tasks_fingerprint": tasks_fingerprint(tasks),
             "strategy": req.strategy, "seed": req.seed, "attempts": req.attempts, "unit": req.unit,
             "proposals": req.proposals, "config_digest": base_digest, "round_size": req.round_size,
-            "candidates": manual, "fewshot": req.fewshot}
+            "candidates": manual, "fewshot": req.fewshot, "explore": req.explore}
 
 
 def _check(req: ExpandRequest) -> None:
@@ -137,6 +138,8 @@ def _check(req: ExpandRequest) -> None:
         raise InputError("--proposals", None, "must be 0 or more")
     if req.fewshot < 0:
         raise InputError("--fewshot", None, "must be 0 or more")
+    if req.explore < 1:
+        raise InputError("--explore", None, "must be at least 1")
 
 
 def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None = None) -> ExpandOutcome:
@@ -150,9 +153,11 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
             raise ConfigError(f"--resume {job.id}: that is a {job.kind} job, not an expand job")
         p = job.params
         asked = {"generation": req.generation, "tasks": req.tasks, "strategy": req.strategy, "seed": req.seed,
-                 "attempts": req.attempts, "unit": req.unit, "proposals": req.proposals, "fewshot": req.fewshot}
+                 "attempts": req.attempts, "unit": req.unit, "proposals": req.proposals, "fewshot": req.fewshot,
+                 "explore": req.explore}
         defaults = ExpandRequest()
-        ran = {**p, "fewshot": p.get("fewshot", 0)}  # jobs from before few-shot search ran without it
+        # jobs from before few-shot search ran without it, and from before repeated exploration with one look
+        ran = {**p, "fewshot": p.get("fewshot", 0), "explore": p.get("explore", 1)}
         # a setting the user gave (not the default) that differs from the job's is refused, never ignored
         changed = [k for k, v in asked.items() if v is not None and v != getattr(defaults, k) and v != ran.get(k)]
         if changed:
@@ -160,7 +165,7 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
                               "start a new expand instead")
         req = ExpandRequest(**{**req.__dict__, **{k: p[k] for k in ("tasks", "strategy", "seed", "attempts",
                                                                      "unit", "proposals", "round_size")},
-                               "fewshot": p.get("fewshot", 0)})
+                               "fewshot": p.get("fewshot", 0), "explore": p.get("explore", 1)})
         gen = ctx.generation(p["generation"])
     else:
         gen = ctx.generation(req.generation)
@@ -373,7 +378,7 @@ def _search(run: _Run, dirs: list[Any]) -> str | None:
                         f"continue with `rsi expand --resume {run.job_id} --budget N`")
             per = 1.0 if req.unit == "trials" else max(run.per_trial, 1e-9)
             trials_left = None if left is None else int(left / per)
-            cells = next_cells(req.strategy, state, n, req.seed, r, trials_left)
+            cells = next_cells(req.strategy, state, n, req.seed, r, trials_left, req.explore)
             if not cells:
                 return None
             merged: dict[tuple[str, str], int] = {}
