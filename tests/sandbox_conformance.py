@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rsi.sandbox.base import LABEL_JOB, Sandbox, SandboxError, SandboxProvider, SandboxSpec
+from rsi.sandbox.base import LABEL_DRIVER, LABEL_JOB, Sandbox, SandboxError, SandboxProvider, SandboxSpec
 
 CONFORMANCE_JOB = "conformance-job"
 
@@ -188,3 +188,20 @@ class SandboxConformance:
         finally:
             doomed.stop()
             kept.stop()
+
+    def test_gc_for_one_driver_leaves_another_drivers_containers_of_the_same_job(
+        self, provider: SandboxProvider, image: str
+    ) -> None:
+        """A driver that lost its job to another sweeps what it started, never the new owner's trials."""
+        job = f"{self.labels()[LABEL_JOB]}-taken"
+        mine = provider.start(SandboxSpec(image=image, labels={LABEL_JOB: job, LABEL_DRIVER: "old"}))
+        theirs = provider.start(SandboxSpec(image=image, labels={LABEL_JOB: job, LABEL_DRIVER: "new"}))
+        try:
+            report = provider.gc(set(), scope={job}, driver="old")
+            assert [c[:12] for c in report.containers] == [mine.id[:12]]
+            assert theirs.exec("echo alive", timeout=30).stdout == "alive\n"
+            with pytest.raises(SandboxError):
+                mine.exec("true", timeout=30)
+        finally:
+            mine.stop()
+            theirs.stop()

@@ -124,9 +124,9 @@ class RayNodes:
                            f"or run `rsi sandbox build-base` on the node", exit_code=1)
         return reps[0].base_image_id if reps else None
 
-    def gc(self, live_jobs: set[str], *, scope: set[str] | None = None) -> GcReport:
+    def gc(self, live_jobs: set[str], *, scope: set[str] | None = None, driver: str | None = None) -> GcReport:
         report = GcReport()
-        for r in on_each_node(gc_node, sorted(live_jobs), sorted(scope) if scope is not None else None):
+        for r in on_each_node(gc_node, sorted(live_jobs), sorted(scope) if scope is not None else None, driver):
             if r.daemon is not None:
                 raise SandboxError(f"node {r.node[:12]} ({r.docker_host}): {r.daemon}")
             report.containers += r.removed_containers

@@ -20,11 +20,10 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from rsi.core.arm import TrialSpec
 from rsi.core.contract import Contract
 from rsi.core.errors import RsiError
+from rsi.core.model import RsiModel
 from rsi.core.trial import ErrorType, TrialResult
 from rsi.exec.trial import Cancelled, TrialEnv, run_trial
 
@@ -34,7 +33,7 @@ ARTIFACT_CAP = 32 * 1024 * 1024
 TrialFn = Callable[[TrialSpec, TrialEnv], TrialResult]
 
 
-class NodeEnv(BaseModel):
+class NodeEnv(RsiModel):
     """The trial environment's settings as data (the live parts are made on the node)."""
 
     contract: dict[str, object]
@@ -44,7 +43,7 @@ class NodeEnv(BaseModel):
     artifact_cap: int = ARTIFACT_CAP
 
 
-class NodeOutcome(BaseModel):
+class NodeOutcome(RsiModel):
     """What one trial task returns: the result (trial_dir already the driver's) and the trial's files."""
 
     result: TrialResult
@@ -162,7 +161,7 @@ def lost_result(spec: TrialSpec, message: str, attempts: list[dict[str, str]]) -
 
 # -- node housekeeping (one Ray task per node, pinned to it) --------------------------------------
 
-class NodeReport(BaseModel):
+class NodeReport(RsiModel):
     node: str
     host: str
     docker_host: str
@@ -195,13 +194,13 @@ def check_node(base_image: str, endpoint: str | None = None) -> NodeReport:
     return rep
 
 
-def gc_node(live_jobs: list[str], scope: list[str] | None) -> NodeReport:
+def gc_node(live_jobs: list[str], scope: list[str] | None, driver: str | None = None) -> NodeReport:
     """Sweep this node's daemon of rsi containers and snapshots of jobs in `scope` that are not live."""
     rep = check_node("")
     if rep.daemon is None:
         from rsi.sandbox.base import SandboxProvider
 
         p: SandboxProvider = _provider()  # type: ignore[assignment]
-        report = p.gc(set(live_jobs), scope=set(scope) if scope is not None else None)
+        report = p.gc(set(live_jobs), scope=set(scope) if scope is not None else None, driver=driver)
         rep.removed_containers, rep.removed_images = list(report.containers), list(report.images)
     return rep

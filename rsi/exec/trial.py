@@ -48,6 +48,7 @@ from rsi.exec.verify import (
 )
 from rsi.harness.agent import AGENTS, Agent, AgentContext, AgentOutcome
 from rsi.sandbox.base import (
+    LABEL_DRIVER,
     LABEL_JOB,
     LABEL_KIND,
     LABEL_TRIAL,
@@ -152,6 +153,14 @@ class TrialEnv:
         )
 
 
+def run_labels(plan: TrialPlan, kind: str) -> dict[str, str]:
+    """What `rsi sandbox gc` and a run's own sweep find a trial's containers and snapshots by."""
+    labels = {LABEL_JOB: plan.job_id, LABEL_TRIAL: plan.trial_id, LABEL_KIND: kind}
+    if plan.spec.driver:
+        labels[LABEL_DRIVER] = plan.spec.driver
+    return labels
+
+
 def sandbox_spec(plan: TrialPlan, image: str, kind: str) -> SandboxSpec:
     """The effective limits (task, capped by the contract, tightened by the config); the network the
     phase asks for (Harbor's per-phase `network_mode`), if the ceiling allows any; the task's env."""
@@ -168,7 +177,7 @@ def sandbox_spec(plan: TrialPlan, image: str, kind: str) -> SandboxSpec:
         pids=lim.pids,
         network=ceiling and spec.network(phase) == "public",
         workdir=spec.environment.workdir,
-        labels={LABEL_JOB: plan.job_id, LABEL_TRIAL: plan.trial_id, LABEL_KIND: kind},
+        labels=run_labels(plan, kind),
         env=env,
     )
 
@@ -372,7 +381,7 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
                 vimage = image.tag
             else:
                 reads, present = {}, {}
-                snapshot = box.snapshot({LABEL_JOB: plan.job_id, LABEL_TRIAL: plan.trial_id, LABEL_KIND: "snapshot"})
+                snapshot = box.snapshot(run_labels(plan, "snapshot"))
                 vimage = snapshot
             box.stop()
             env.untrack(box)

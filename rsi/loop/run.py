@@ -175,7 +175,9 @@ def run_job(
             if trial_env_hook:
                 trial_env_hook(env)
             budget = _budget(ctx, job_id, req)
-            specs = _pending_specs(ctx, job_id, arm_plans, tasks)
+            # this run's name on its containers: after a lost lease it sweeps its own, not the new owner's
+            driver = secrets.token_hex(6)
+            specs = _pending_specs(ctx, job_id, arm_plans, tasks, driver)
             total = len(store.trials(job_id))
             progress.start(total, total - len(specs), job_id)
             stop, reason = _drive(ctx, job_id, specs, env, req, budget, progress)
@@ -208,7 +210,8 @@ def _budget(ctx: WorkspaceContext, job_id: str, req: RunRequest) -> Budget | Non
     return Budget(unit=row.unit, limit=row.limit, spent=row.spent)  # type: ignore[arg-type]
 
 
-def _pending_specs(ctx: WorkspaceContext, job_id: str, arm_plans: list[ArmPlan], tasks: list[Task]) -> list[TrialSpec]:
+def _pending_specs(ctx: WorkspaceContext, job_id: str, arm_plans: list[ArmPlan], tasks: list[Task],
+                   driver: str | None = None) -> list[TrialSpec]:
     """Specs of every trial that has not finished, and of every finished one that failed on infra
     (re-runnable; its failed attempt is kept on record)."""
     store = ctx.store
@@ -224,7 +227,7 @@ def _pending_specs(ctx: WorkspaceContext, job_id: str, arm_plans: list[ArmPlan],
         if plan is None:
             raise ConfigError(f"job {job_id}: trial {row.id} names arm {row.arm_id}, which the store does not hold")
         spec = trial_spec(job_id, by_name[row.task_name], plan, row.attempt, Path(row.trial_dir))
-        specs.append(spec.model_copy(update={"trial_id": row.id}))
+        specs.append(spec.model_copy(update={"trial_id": row.id, "driver": driver}))
     return specs
 
 
@@ -374,13 +377,19 @@ def _drive(
     finally:
         if stop is None and (lost := store.lease_lost(job_id)) is not None:
             stop, reason = "lease_lost", lost
-        # The job's containers are swept by label, unless another driver owns the job now: its
-        # containers carry the same label (this driver's own ones were stopped by the cancel).
+        # The job's containers are swept by label; once another driver owns the job, only the ones this
+        # run started (its driver label): the new owner's carry the same job label.
+        driver = specs[0].driver if specs else None
         sweep = stop != "lease_lost"
+
+        def gc() -> None:
+            if sweep or driver:
+                env.provider.gc(set(), scope={job_id}, driver=None if sweep else driver)
+
         if stop is not None or failure is not None or ex.busy():
             ex.cancel(grace=10.0)
-            if sweep:
-                env.provider.gc(set(), scope={job_id})  # anything a straggler made after the cancel
+            with suppress(SandboxError):
+                gc()  # anything a straggler made after the cancel
         while (ev := ex.next_event(timeout=0)) is not None:
             if ev.kind != "started" and stop != "lease_lost":
                 try:
@@ -393,9 +402,8 @@ def _drive(
         # Every trial has ended, so none of the job's containers should exist; one whose removal
         # failed (the daemon was unreachable then, e.g. restarting) is removed here. If the daemon
         # is still away, a resume or `rsi sandbox gc` sweeps it.
-        if sweep:
-            with suppress(SandboxError):
-                env.provider.gc(set(), scope={job_id})
+        with suppress(SandboxError):
+            gc()
     if stop == "lease_lost":
         raise LeaseLostError(job_id, reason or "its lease was lost", resume_command(store, job_id))
     if failure is not None:

@@ -16,6 +16,7 @@ from rsi.core.trial import ErrorType
 
 LABEL_JOB = "rsi.job"
 LABEL_TRIAL = "rsi.trial"
+LABEL_DRIVER = "rsi.driver"  # the run that started it: a driver that lost its job sweeps only its own
 LABEL_KIND = "rsi.kind"  # "trial" | "verifier" | "snapshot" | "env"
 
 
@@ -202,9 +203,11 @@ class SandboxProvider(Protocol):
     def remove_image(self, tag: str) -> None:
         ...
 
-    def gc(self, live_jobs: set[str], *, scope: set[str] | None = None) -> GcReport:
+    def gc(self, live_jobs: set[str], *, scope: set[str] | None = None, driver: str | None = None) -> GcReport:
         """Remove containers and snapshot images labelled by rsi whose job is not in `live_jobs`.
 
-        `scope`, when given, limits the sweep to those jobs (tests share a daemon with other work).
+        `scope`, when given, limits the sweep to those jobs (tests share a daemon with other work);
+        `driver` to what that run started (LABEL_DRIVER): a driver whose job another took over sweeps its
+        own containers and never the new owner's, which carry the same job label.
         """
         ...

@@ -15,6 +15,7 @@ import docker
 import docker.errors
 
 from rsi.sandbox.base import (
+    LABEL_DRIVER,
     LABEL_JOB,
     LABEL_KIND,
     BuildError,
@@ -202,10 +203,11 @@ class DockerSandboxProvider:
             raise
         return DockerSandbox(api, container_id, spec.workdir, self._output_cap, watch)
 
-    def gc(self, live_jobs: set[str], *, scope: set[str] | None = None) -> GcReport:
+    def gc(self, live_jobs: set[str], *, scope: set[str] | None = None, driver: str | None = None) -> GcReport:
         """Remove rsi containers (any state) and snapshot images whose job is not live.
 
-        `scope`, when given, limits the sweep to those jobs (tests use it on a shared daemon).
+        `scope`, when given, limits the sweep to those jobs (tests use it on a shared daemon); `driver` to
+        what that run started.
         """
         report = GcReport()
         api = self.api
@@ -213,6 +215,8 @@ class DockerSandboxProvider:
         def doomed(labels: dict[str, str] | None) -> bool:
             job = (labels or {}).get(LABEL_JOB)
             if scope is not None and job not in scope:
+                return False
+            if driver is not None and (labels or {}).get(LABEL_DRIVER) != driver:
                 return False
             return job not in live_jobs
 

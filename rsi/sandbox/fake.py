@@ -22,7 +22,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rsi.sandbox.base import LABEL_JOB, ExecResult, GcReport, HostTree, ImageRef, SandboxError, SandboxSpec
+from rsi.sandbox.base import (
+    LABEL_DRIVER,
+    LABEL_JOB,
+    ExecResult,
+    GcReport,
+    HostTree,
+    ImageRef,
+    SandboxError,
+    SandboxSpec,
+)
 
 
 def _listing(root: Path) -> dict[str, tuple[int, int, int]]:
@@ -285,12 +294,13 @@ class FakeSandboxProvider:
         if snap is not None:
             shutil.rmtree(snap[0], ignore_errors=True)
 
-    def gc(self, live_jobs: set[str], *, scope: set[str] | None = None) -> GcReport:
+    def gc(self, live_jobs: set[str], *, scope: set[str] | None = None, driver: str | None = None) -> GcReport:
         report = GcReport()
 
         def doomed(labels: dict[str, str]) -> bool:
             job = labels.get(LABEL_JOB)
-            return (scope is None or job in scope) and job not in live_jobs
+            mine = driver is None or labels.get(LABEL_DRIVER) == driver
+            return (scope is None or job in scope) and job not in live_jobs and mine
 
         for sb in [s for s in list(self.live.values()) if doomed(s.labels)]:
             sb.stop()
