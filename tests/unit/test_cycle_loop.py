@@ -156,6 +156,13 @@ def test_a_stopped_cycle_resumes_without_rerunning_finished_phases(ctx: Workspac
         trials + sum(len(ctx.store.trials(j.id)) for j in promote_child)
     assert ctx.store.get_job(job.id).status == "done"
 
+    # resuming the finished cycle gives its outcome again (the summary and report a failed write lost), and
+    # runs nothing
+    jobs = len(ctx.store.list_jobs(limit=1000))
+    again = cycle(ctx, _req(provider, tmp_path, resume=job.id), Recorder())
+    assert (again.job_id, again.candidate, again.verdict) == (job.id, out.candidate, out.verdict)
+    assert again.phases["promote"] == out.phases["promote"] and len(ctx.store.list_jobs(limit=1000)) == jobs
+
 
 def test_no_candidate_stops_with_the_reason(ctx: WorkspaceContext, provider: FakeSandboxProvider,
                                             tmp_path: Path) -> None:

@@ -397,8 +397,6 @@ def _open_job(ctx: WorkspaceContext, req: CycleRequest) -> tuple[str, str, dict[
         job = store.get_job(req.resume)
         if job.kind != "cycle":
             raise ConfigError(f"--resume {job.id}: that is a {job.kind} job, not a cycle job")
-        if job.status == "done":
-            raise ConfigError(f"--resume {job.id}: the cycle already finished; `rsi cycle` starts the next one")
         split = {k: float(v) for k, v in job.params["split"].items()}
         store.acquire_driver()
         try:
@@ -445,6 +443,10 @@ def cycle(ctx: WorkspaceContext, req: CycleRequest, hooks: CycleHooks | None = N
     t0 = time.monotonic()
     hooks = hooks or CycleHooks()
     store = ctx.store
+    done = _finished(ctx, req.resume)
+    if done is not None:  # its summary and report again (e.g. the report's write failed at the end)
+        hooks.message(f"cycle {done.job_id} finished earlier: its outcome from the store (nothing is re-run)")
+        return done
     job_id, gen, split = _open_job(ctx, req)
     hooks.message(f"cycle {job_id} on {gen}: budget {sum(split.values()):g} trials = discover {split['discover']:g}"
                   f" + expand {split['expand']:g} + promote {split['promote']:g} (update runs no trials)")
@@ -484,6 +486,19 @@ def cycle(ctx: WorkspaceContext, req: CycleRequest, hooks: CycleHooks | None = N
     else:
         _end(store, job_id, f"{stopped}; resume with `rsi cycle --resume {job_id}`")
     return CycleOutcome(job_id, gen, run.split, phases, cand, verdict, stopped, time.monotonic() - t0, run.results)
+
+
+def _finished(ctx: WorkspaceContext, resume: str | None) -> CycleOutcome | None:
+    """A finished cycle's outcome as recorded (`--resume` of a cycle that is done), else None."""
+    if not resume:
+        return None
+    job = ctx.store.get_job(resume)
+    if job.kind != "cycle" or job.status != "done":
+        return None
+    p = job.params
+    phases = dict(p.get("phases") or {})
+    return CycleOutcome(job.id, str(job.generation), {k: float(v) for k, v in (p.get("split") or {}).items()},
+                        phases, phases.get("update", {}).get("candidate"), p.get("verdict"), p.get("stopped"))
 
 
 def _end(store: Any, job_id: str, reason: str) -> None:
