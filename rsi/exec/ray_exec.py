@@ -60,8 +60,28 @@ def connect(address: str | None = None) -> None:
         ray.init(address=addr, logging_level=logging.ERROR, log_to_driver=False, configure_logging=False,
                  namespace="rsi")
     except (ConnectionError, RuntimeError, ValueError) as e:
-        raise RsiError(f"cannot reach the Ray cluster at {addr}: {str(e).splitlines()[0][:200]}; start it with "
+        text = str(e)
+        if "auth" in text.lower() or "token" in text.lower() or _answers(addr):
+            raise RsiError(f"cannot join the Ray cluster at {addr}: {text.splitlines()[0][:200]}; it answers, so "
+                           "it is up: this driver and the cluster must use the same token auth (RAY_AUTH_MODE, "
+                           "RAY_AUTH_TOKEN_PATH; Ray turns it on by itself once ~/.ray/auth_token exists)") from None
+        raise RsiError(f"cannot reach the Ray cluster at {addr}: {text.splitlines()[0][:200]}; start it with "
                        f"`ray start --head` and {START_HINT}, or pass --address") from None
+
+
+def _answers(addr: str) -> bool:
+    """Whether something listens at `addr` (HOST:PORT): a cluster that is up but refuses this driver is most
+    likely one with token auth on (or off) where this driver has it off (or on)."""
+    import socket
+
+    host, _, port = addr.rpartition(":")
+    if not host or not port.isdigit():
+        return False
+    try:
+        with socket.create_connection((host, int(port)), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def slot_nodes() -> list[dict[str, Any]]:

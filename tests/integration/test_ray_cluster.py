@@ -126,6 +126,19 @@ def test_doctor_checks_every_node(cluster: RayCluster, ws: Path) -> None:
     assert {d.host for d in cluster.daemons} == {c["detail"].split()[1].rstrip(":") for c in nodes}
 
 
+def test_a_driver_without_the_clusters_token_is_told_so(cluster: RayCluster, ws: Path, tmp_path: Path) -> None:
+    """The cluster runs with token auth (its own token); a driver with auth off gets one line that says the
+    cluster is up and the token settings must match, not "start it with `ray start`"."""
+    tasks = make_tasks(tmp_path, 1, prefix="a")
+    env = {k: v for k, v in _env().items() if not k.startswith("RAY_AUTH")}
+    r = subprocess.run([sys.executable, "-m", "rsi", "-w", str(ws), "run", *map(str, tasks), "--executor", "ray",
+                        "--address", cluster.address],
+                       capture_output=True, text=True, timeout=300, env={**env, "RAY_AUTH_MODE": "disabled"})
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    last = r.stderr.strip().splitlines()[-1]
+    assert "it answers, so it is up" in last and "RAY_AUTH_MODE" in last, r.stderr[-2000:]
+
+
 def test_trials_spread_over_both_nodes_each_recorded_once(cluster: RayCluster, ws: Path, tmp_path: Path) -> None:
     tasks = make_tasks(tmp_path, 4, prefix="s", solve=SLEEP_OK.format(s=1))
     r = _rsi(ws, "run", *map(str, tasks), "--executor", "ray", "--address", cluster.address, "--json")
