@@ -19,6 +19,7 @@ from rsi.core.arm import TrialSpec
 from rsi.core.trial import TrialResult
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.run import Progress, RunRequest, run_job
+from rsi.sandbox.base import LABEL_DRIVER, LABEL_JOB, SandboxSpec
 from rsi.sandbox.fake import FakeSandboxProvider
 from rsi.store.lease import JobLeases, LeaseLostError
 from rsi.store.repo import Store
@@ -140,6 +141,15 @@ class _StealAfter(Progress):
         if self.finished == self.n:
             _steal(self.store, self.job_id)
             self.stolen.set()
+            if self.provider is not None:  # a container of ours left behind, and one of the new owner's trials
+                image = next(iter(self.provider.images))
+                self.ours = self.provider.start(SandboxSpec(image=image, labels={
+                    LABEL_JOB: self.job_id, LABEL_DRIVER: spec.driver or ""})).id
+                self.theirs = self.provider.start(SandboxSpec(image=image, labels={
+                    LABEL_JOB: self.job_id, LABEL_DRIVER: "the-new-owner"})).id
+
+    provider: FakeSandboxProvider | None = None
+    ours = theirs = ""
 
 
 def test_a_driver_whose_job_is_taken_over_stops_and_records_nothing_more(
@@ -150,6 +160,7 @@ def test_a_driver_whose_job_is_taken_over_stops_and_records_nothing_more(
     tasks = tmp_path / "tasks"
     make_tasks(tasks, 8, solve=SLOW_OK)
     progress = _StealAfter(store, 2)
+    progress.provider = provider
     with pytest.raises(LeaseLostError) as e:
         run_job(workspace, RunRequest(paths=[tasks], agent="oracle", concurrency=2), progress, provider=provider)
     job_id = progress.job_id
@@ -161,7 +172,9 @@ def test_a_driver_whose_job_is_taken_over_stops_and_records_nothing_more(
     assert sum(t.status == "done" for t in trials) == 2
     job = store.get_job(job_id)
     assert job.status == "running" and job.lease_owner == "pid 1 on elsewhere (abc123)"
-    assert not provider.live, "the trials in flight must be cancelled"
+    # the trials in flight are cancelled and what this driver started is swept; the new owner's trial is left
+    assert progress.ours and set(provider.live) == {progress.theirs}, provider.live
+    provider.live[progress.theirs].stop()  # the new owner's to remove
 
 
 def test_a_driver_whose_database_stays_away_stops_with_that_reason(
