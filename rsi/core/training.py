@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
-from rapidfuzz import fuzz
 
 from rsi.core.contract import Contract
 from rsi.core.digest import digest_obj
@@ -187,6 +186,8 @@ def similarity(a: tuple[str, ...], b: tuple[str, ...]) -> float:
     ja, jb = (" ".join(" ".join(x.split()) for x in t) for t in (a, b))
     if ja == jb:
         return 1.0
+    from rapidfuzz import fuzz  # imported here: every command loads this module, few compare trajectories
+
     return float(fuzz.ratio(ja, jb)) / 100.0
 
 
