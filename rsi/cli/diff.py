@@ -54,14 +54,15 @@ def diff(
             import json
 
             text = json.dumps(report.as_json(), indent=2, default=str)
-        else:
+        else:  # term, to a file: rendered into a buffer (a capture() records nothing to export)
+            import io
+
             from rich.console import Console
 
             from rsi.report.diff_render import term
 
-            rec = Console(record=True, width=120)
-            with rec.capture():
-                rec.print(term(report))
+            rec = Console(record=True, width=120, file=io.StringIO())
+            rec.print(term(report))
             text = rec.export_text()
         if out is None and fmt == "md":
             typer.echo(text)

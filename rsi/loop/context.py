@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -15,7 +16,10 @@ from rsi.core.harness_config import HarnessConfig, contract_violations
 from rsi.core.settings import WorkspaceSettings
 from rsi.store.files import load_contract, load_harness_config, load_manifest
 from rsi.store.paths import Workspace
-from rsi.store.repo import Store
+
+if TYPE_CHECKING:
+    from rsi.store.queries_diff import DiffQueries
+    from rsi.store.repo import Store
 
 
 @dataclass
@@ -43,10 +47,25 @@ class WorkspaceContext:
 
     @cached_property
     def store(self) -> Store:
+        # imported here: SQLAlchemy and the tables cost ~0.7 s, which a report reading through `reader` never pays
+        from rsi.store.repo import Store
+
         store = Store.for_path(self.ws.db_path)
         if not store.list_generations():
             sync_generations(store, self.ws)
         return store
+
+    @cached_property
+    def reader(self) -> DiffQueries:
+        """What reports read (rsi.store.queries_diff): the store when it is open, else a plain read-only SQLite
+        connection when the database is a SQLite file at this rsi's schema (rsi.store.lite), else the store."""
+        if "store" not in self.__dict__:
+            from rsi.store.lite import open_lite
+
+            lite = open_lite(self.ws.db_path)
+            if lite is not None:
+                return lite
+        return self.store
 
     def generation(self, gen_id: str | None = None) -> GenerationManifest:
         return self.store.get_generation(gen_id) if gen_id else self.store.current_generation()

@@ -32,8 +32,9 @@ from rsi.core.errors import InputError
 from rsi.core.generation import GenerationManifest
 from rsi.core.promotion import TaskOutcome, clustered, paired_p, test_name, wilson
 
-# An opened workspace (rsi.loop.context.WorkspaceContext: .ws, .store, .generation, .config_by_digest);
-# typed loosely because report sits beside loop, not above it.
+# An opened workspace (rsi.loop.context.WorkspaceContext or rsi.view.context.ViewContext: .ws, .contract,
+# .reader (rsi.store.queries_diff.DiffQueries: every read below), .config_by_digest); typed loosely because
+# report sits beside loop, not above it.
 Ctx = Any
 SOLVED_AT = 0.5
 FLIPS = ("fixed", "regressed", "still_failing", "still_passing")
@@ -101,13 +102,13 @@ class DiffReport:
 
 
 def _config_yaml(ctx: Ctx, digest: str) -> str:
-    try:
-        return ctx.store.get_config(digest).canonical_yaml
-    except Exception:  # noqa: BLE001 - not stored yet: from a file with that digest, else say so
-        try:
-            return ctx.config_by_digest(digest).canonical_yaml()
-        except Exception:  # noqa: BLE001
-            return f"# config {digest} is not in the store\n"
+    stored = ctx.reader.config_yaml(digest)
+    if stored is not None:
+        return str(stored)
+    try:  # not stored yet: from a file with that digest, else say so
+        return str(ctx.config_by_digest(digest).canonical_yaml())
+    except Exception:  # noqa: BLE001
+        return f"# config {digest} is not in the store\n"
 
 
 def _adapter(ctx: Ctx, g: GenerationManifest) -> dict[str, Any]:
@@ -132,7 +133,7 @@ def _adapter(ctx: Ctx, g: GenerationManifest) -> dict[str, Any]:
 
 def _families(ctx: Ctx, names: set[str]) -> dict[str, str]:
     """task name -> family, from tasks/ (the store's task rows when the file is gone)."""
-    fam = ctx.store.task_families()
+    fam = ctx.reader.task_families()
     return {n: fam.get(n, "misc") for n in names}
 
 
@@ -190,8 +191,8 @@ def mol_changes(a: GenerationManifest, b: GenerationManifest) -> dict[str, Any]:
 
 
 def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str = "harness") -> DiffReport:
-    store = ctx.store
-    a, b = ctx.generation(a_id), ctx.generation(b_id)
+    store = ctx.reader
+    a, b = store.generation_manifest(a_id), store.generation_manifest(b_id)
     if a.id == b.id:
         raise InputError(b_id, None, f"is the same generation as {a_id}: nothing to compare (give two generations)")
     a_yaml, b_yaml = _config_yaml(ctx, a.harness_config.digest), _config_yaml(ctx, b.harness_config.digest)
@@ -274,8 +275,8 @@ def _flip_trials(ctx: Ctx, report: DiffReport, a: GenerationManifest, b: Generat
     flipped = {t["task"]: digests[t["task"]] for t in shown}
     if not flipped:
         return
-    ta = ctx.store.task_trial_ids(a.id, a.harness_config.digest, list(flipped.values()), agent)
-    tb = ctx.store.task_trial_ids(b.id, b.harness_config.digest, list(flipped.values()), agent)
+    ta = ctx.reader.task_trial_ids(a.id, a.harness_config.digest, list(flipped.values()), agent)
+    tb = ctx.reader.task_trial_ids(b.id, b.harness_config.digest, list(flipped.values()), agent)
     for t in report.tasks:
         if t["task"] in flipped:
             t["a_trial_ids"] = ta.get(flipped[t["task"]], [])
@@ -287,13 +288,12 @@ def _training(ctx: Ctx, g: GenerationManifest) -> dict[str, Any]:
     run_id = g.provenance.training_run
     if not run_id:
         return {}
-    try:
-        row = ctx.store.get_training_run(run_id)
-    except Exception:  # noqa: BLE001 - a manifest naming a run this store lacks: show what the manifest says
+    row = ctx.reader.training_run_info(run_id)
+    if row is None:  # a manifest naming a run this store lacks: show what the manifest says
         return {"run": run_id, "status": "not in the store"}
-    tr = dict(row.metrics.get("training") or {})
+    tr = dict(row["metrics"].get("training") or {})
     val = tr.get("validation") or {}
-    return {"run": run_id, "status": row.status, "backend": row.backend, "objective": row.objective,
+    return {"run": run_id, "status": row["status"], "backend": row["backend"], "objective": row["objective"],
             "steps": tr.get("steps") or len(tr.get("loss_curve") or []),
             "loss_curve": list(tr.get("loss_curve") or []), "kl_curve": list(tr.get("kl_curve") or []),
             "validation_curve": [list(x) for x in val.get("curve") or []],
@@ -303,14 +303,14 @@ def _training(ctx: Ctx, g: GenerationManifest) -> dict[str, Any]:
 
 def _attribution(ctx: Ctx, a_id: str, b_id: str) -> dict[str, Any]:
     kinds = ("model", "task", "config", "infra")
-    va, vb = ctx.store.attribution_kinds(a_id), ctx.store.attribution_kinds(b_id)
+    va, vb = ctx.reader.attribution_kinds(a_id), ctx.reader.attribution_kinds(b_id)
     counts = {g: {k: sum(1 for v in d.values() if v == k) for k in kinds} for g, d in (("a", va), ("b", vb))}
     moved: dict[str, int] = {}
     for digest in set(va) | set(vb):
         x, y = va.get(digest, "none"), vb.get(digest, "none")
         if x != y:
             moved[f"{x} -> {y}"] = moved.get(f"{x} -> {y}", 0) + 1
-    return {"counts": counts, "moved": dict(sorted(moved.items(), key=lambda kv: -kv[1])),
+    return {"counts": counts, "moved": dict(sorted(moved.items(), key=lambda kv: (-kv[1], kv[0]))),
             "kinds": list(kinds)}
 
 

@@ -34,7 +34,9 @@ def headline(r: DiffReport) -> list[str]:
         if "hop_share" in sv:
             cache = ", ".join(f"{k.removeprefix('cache_share_')} {_pct(v)}" for k, v in sorted(sv.items())
                               if k.startswith("cache_share_"))
-            lines.append(f"{r.b} hops: route + summary {_pct(sv['hop_share'])} of model time (route "
+            latency = (f", {_pct(sv['hop_latency_share'])} of the turn's latency"
+                       if sv.get("hop_latency_share") is not None else "")
+            lines.append(f"{r.b} hops: route + summary {_pct(sv['hop_share'])} of model time{latency} (route "
                          f"{sv.get('route_sec', 0):.2f} s); prefix-cache share per adapter: {cache}")
     if r.refusal:
         lines.append(r.refusal)

@@ -17,18 +17,13 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine, ExceptionContext, make_url
 from sqlmodel import create_engine
 
-from rsi.store.db_check import check_sqlite_file, damage_error, is_damage
+from rsi.store.db_check import ENGINE_FILES, HEAD, REVISIONS, check_sqlite_file, damage_error, is_damage
 
 if TYPE_CHECKING:
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-# Every migration's revision, oldest first (a unit test holds it equal to alembic's own walk of migrations/).
-# Known here, an open of a database already at head checks it with one SELECT and never imports alembic,
-# which with its script parsing cost every command ~0.4 s (`rsi diff` has 2 s in all).
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
-HEAD = REVISIONS[-1]
 
 
 def database_url(default_path: Path) -> str:
@@ -45,24 +40,16 @@ def sqlite_file(url: str) -> Path | None:
     return Path(u.database)
 
 
-# SQLite files this process has opened an engine on. The damage check reads the file's header with a plain
-# descriptor, and closing any descriptor of a file drops every POSIX lock this process holds on it: done
-# while an engine of this process held the database, it dropped SQLite's locks, so another process closing
-# its connection checkpointed and deleted the -wal file that engine was still writing into (data lost).
-# A file is therefore checked once per process, before its first engine, never under a live one.
-_ENGINE_FILES: set[str] = set()
-
-
 def make_engine(url: str) -> Engine:
     """An engine on `url`; for a SQLite file that exists, only once the file is known to be an rsi store
     (else a `StoreError` naming it and the fix)."""
     db_file = sqlite_file(url)
     if db_file is not None:
         key = str(db_file.resolve())
-        if key not in _ENGINE_FILES:
+        if key not in ENGINE_FILES:
             check_sqlite_file(db_file, set(REVISIONS), HEAD)
         db_file.parent.mkdir(parents=True, exist_ok=True)
-        _ENGINE_FILES.add(key)
+        ENGINE_FILES.add(key)
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}
                            if url.startswith("sqlite") else {})
     if url.startswith("sqlite"):

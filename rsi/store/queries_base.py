@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
@@ -30,6 +31,11 @@ class StoreBase:
         """A session whose objects stay readable after commit (rows are handed back to callers)."""
         with Session(self.engine, expire_on_commit=False) as s:
             yield s
+
+    def _tuples(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        """Plain SQL (named `:params`) in one session, rows as tuples: rsi.store.queries_diff's reads."""
+        with self.session() as s:
+            return [tuple(r) for r in s.execute(text(sql), params or {}).all()]
 
     def _fence(self, s: Session, job_id: str) -> None:
         """Raise LeaseLostError when this driver's lease on the job is gone (its row read, and

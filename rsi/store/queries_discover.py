@@ -12,7 +12,6 @@ import json
 from collections.abc import Sequence
 from typing import Any, get_args
 
-import sqlalchemy as sa
 from sqlmodel import col, select
 
 from rsi.core.discover import CandidateState
@@ -74,11 +73,6 @@ class DiscoverQueries(StoreBase):
             stmt = stmt.where(TaskRow.split == split)
         with self.session() as s:
             return list(s.exec(stmt.order_by(col(TaskRow.name), col(TaskRow.created_at))).all())
-
-    def task_families(self) -> dict[str, str]:
-        """task name -> family over every registered task (two columns, no row objects: `rsi diff` on 2k tasks)."""
-        with self.session() as s:
-            return {n: f for n, f in s.execute(sa.select(col(TaskRow.name), col(TaskRow.family))).all()}
 
     def admit_task(self, task: Task, *, discover_job: str, probe_pass_rate: float | None, probe_trials: int) -> None:
         """Register an admitted task with its provenance and probe figures (idempotent by digest)."""

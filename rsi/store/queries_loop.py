@@ -11,7 +11,6 @@ import json
 from collections.abc import Sequence
 from typing import Literal, get_args
 
-import sqlalchemy as sa
 from sqlalchemy import update
 from sqlmodel import Session, col, select
 
@@ -202,14 +201,6 @@ class LoopQueries(StoreBase):
             s.add(row)
             s.commit()
             return row
-
-    def attribution_kinds(self, generation: str) -> dict[str, str]:
-        """task digest -> the generation's attribution kind (two columns, no row objects: `rsi diff`)."""
-        stmt = (sa.select(col(AttributionRow.task_digest), col(AttributionRow.kind))
-                .where(col(AttributionRow.generation) == generation)
-                .order_by(col(AttributionRow.task_name), col(AttributionRow.id)))
-        with self.session() as s:
-            return {d: k for d, k in s.execute(stmt).all()}
 
     def attributions(self, generation: str | None = None, kind: AttributionKind | None = None) -> list[AttributionRow]:
         stmt = select(AttributionRow)

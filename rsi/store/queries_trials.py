@@ -18,14 +18,14 @@ from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from rsi.core.errors import NotFoundError
-from rsi.core.trial import BLAME, ErrorType, TrialResult, TrialStatus
+from rsi.core.trial import ErrorType, TrialResult, TrialStatus
 from rsi.store.queries_base import StoreBase
+from rsi.store.queries_diff import INFRA_ERROR_TYPES
 from rsi.store.tables import JobRow, TaskRow, TrialRow, utcnow
 
 Reader = Literal["discover", "expand", "update", "promote", "diff", "run"]
 READERS: tuple[str, ...] = get_args(Reader)
 HOLDOUT_READERS: frozenset[str] = frozenset({"promote", "diff"})
-INFRA_ERROR_TYPES: tuple[str, ...] = tuple(sorted(e.value for e, blame in BLAME.items() if blame == "infra"))
 MESSAGE_CHARS = 2000
 
 _T = TypeVar("_T")

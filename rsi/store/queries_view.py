@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from rsi.store.queries_base import StoreBase
-from rsi.store.queries_trials import INFRA_ERROR_TYPES
+from rsi.store.queries_diff import INFRA_ERROR_TYPES, INFRA_SQL
 from rsi.store.tables import JobRow, TaskRow
 
 COUNT_CAP = 1_000
@@ -35,7 +35,7 @@ SORTS: dict[str, str] = {
 }
 FILTERS = ("generation", "arm", "task", "family", "split", "outcome", "error_type", "integrity", "verdict", "job",
            "agent")
-_INFRA = "(" + ", ".join(f"'{e}'" for e in INFRA_ERROR_TYPES) + ")"
+_INFRA = INFRA_SQL
 _COLUMNS = ("id", "job_id", "task_name", "task_digest", "generation", "agent", "arm_id", "variant", "attempt",
             "status", "reward", "passed", "error_type", "split", "integrity", "turns", "prompt_tokens",
             "completion_tokens", "t_total", "finished_at", "harness_config_digest")

@@ -33,6 +33,7 @@ from rsi.store.db import database_url, make_engine, migrate, sqlite_file
 from rsi.store.lease import JobLeases
 from rsi.store.locks import FileLock, is_locked_by_other, read_holder
 from rsi.store.queries_base import check_choice
+from rsi.store.queries_diff import DiffQueries
 from rsi.store.queries_discover import DiscoverQueries
 from rsi.store.queries_expand import ExpandQueries
 from rsi.store.queries_generations import GenerationQueries
@@ -59,7 +60,7 @@ def _default_lock_dir(url: str, db_file: Path | None) -> Path:
 
 
 class Store(TrialQueries, LoopQueries, GenerationQueries, DiscoverQueries, ExpandQueries, UpdateQueries,
-            PromoteQueries):
+            PromoteQueries, DiffQueries):
     """One database, migrated to head on open; holds the locks it takes until `close`."""
 
     def __init__(self, url: str, *, lock_dir: Path | None = None) -> None:

@@ -1,7 +1,7 @@
 """The workspace as the viewer opens it: read-only store, contract, generations and configs.
 
-It offers what `rsi.report.diff.build_diff` reads from a workspace context (`ws`, `store`, `contract`,
-`generation`, `config_by_digest`) without anything that writes: a config that is not in the store is
+It offers what `rsi.report.diff.build_diff` reads from a workspace context (`ws`, `reader`, `contract`,
+`config_by_digest`) without anything that writes: a config that is not in the store is
 read from its file, never registered.
 """
 
@@ -33,6 +33,11 @@ class ViewContext:
         if not ws.exists():
             raise NotFoundError(f"{ws.root} is not an rsi workspace (no rsi.yaml); run `rsi init {ws.root}`")
         return cls(ws, ReadOnlyStore.for_workspace_db(ws.db_path))
+
+    @property
+    def reader(self) -> ReadOnlyStore:
+        """What reports read (rsi.store.queries_diff): the read-only store itself."""
+        return self.store
 
     @cached_property
     def contract(self) -> Contract:

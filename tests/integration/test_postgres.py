@@ -256,3 +256,33 @@ def test_a_driver_whose_lease_is_taken_over_stops_and_writes_nothing_more(
     late = [(tbl, rid) for tbl, rid, app, _o, at in log if app == "driver1" and at > taken]
     assert late == [], f"driver 1 wrote after driver 2 took the job over: {late}"
     assert any(app == "driver1" and tbl == "trials" for tbl, _r, app, _o, _a in log)  # it did run trials before
+
+
+def test_the_diff_reads_run_on_postgres(pg_workspace: tuple[Path, str], tmp_path: Path) -> None:
+    """`rsi diff`'s reads are plain SQL (rsi.store.queries_diff) that SQLite and PostgreSQL both run; with
+    RSI_DATABASE_URL set, reports read through the store, never through the SQLite-only reader."""
+    from rsi.core.generation import GenerationState
+    from rsi.report.diff import build_diff
+
+    root, _url = pg_workspace
+    tasks = make_tasks(tmp_path / "t", 3, prefix="d", solve=SLOW_OK.format(s=0))
+    ctx = WorkspaceContext.open(root)
+    out = run_job(ctx, RunRequest(paths=tasks, agent="oracle", generation="gen-0000"),
+                  provider=FakeSandboxProvider(tmp_path / "fake"))
+    try:
+        assert ctx.reader is ctx.store
+        store = ctx.store
+        g0 = store.generation_manifest("gen-0000")
+        trial = store.trials(out.job.id)[0]
+        cells = store.task_cells("gen-0000", trial.harness_config_digest, "oracle")
+        assert sorted((c["trials"], c["passes"], c["infra"]) for c in cells) == [(1, 1, 0)] * 3
+        links = store.task_trial_ids("gen-0000", trial.harness_config_digest, [c["digest"] for c in cells], "oracle")
+        assert sorted(len(v) for v in links.values()) == [1, 1, 1] and all(v[0]["passed"] for v in links.values())
+        assert [(u["generation"], u["trials"]) for u in store.phase_usage(["gen-0000"])] == [("gen-0000", 3)]
+        store.put_generation(g0.model_copy(update={"id": "gen-0001", "parent": "gen-0000",
+                                                   "state": GenerationState.CANDIDATE}))
+        report = build_diff(ctx, "gen-0000", "gen-0001", agent="oracle")
+        assert report.spend and report.config["same"] and not report.gate
+        assert store.config_yaml(g0.harness_config.digest) and store.task_families() is not None
+    finally:
+        ctx.store.close()

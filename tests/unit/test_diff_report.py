@@ -116,6 +116,11 @@ def test_cli_formats(ws: WorkspaceContext, tmp_path: Path) -> None:
     out = tmp_path / "d.md"
     r = runner.invoke(app, ["-w", root, "diff", "gen-0000", "gen-0001", "--format", "md", "--out", str(out)])
     assert r.exit_code == 0 and out.read_text().startswith("# rsi diff")
+    for fmt in ("term", "json", "html"):  # each format written to a file holds the report (term was empty)
+        out = tmp_path / f"d.{fmt}"
+        r = runner.invoke(app, ["-w", root, "diff", "gen-0000", "gen-0001", "--format", fmt, "--out", str(out)])
+        assert r.exit_code == 0 and "gen-0001" in out.read_text(), (fmt, r.output)
+    assert "spend per generation and phase" in (tmp_path / "d.term").read_text()
     r = runner.invoke(app, ["-w", root, "diff", "gen-0000", "gen-0001", "--format", "pdf"])
     assert r.exit_code == 2 and "--format" in r.output
     r = runner.invoke(app, ["-w", root, "diff", "gen-0000", "gen-0009"])
