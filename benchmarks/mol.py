@@ -34,6 +34,7 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,26 +68,36 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, c - h), min(1.0, c + h))
 
 
-def instructions(train_per_template: int, held_per_template: int) -> tuple[list[Task], list[Task]]:
-    """(train, held-out) tasks of the six families; every third template of a family is held out."""
+def template_drafts(families: Sequence[str], train_n: int, held_n: int) -> tuple[list[Any], list[Any]]:
+    """(train, held-out) task drafts of `families` (levels 1-2); every third template of a family is held out,
+    so held-out drafts are of templates no train draft has (benchmarks/mol_quality.py uses them too)."""
     from rsi.loop.discover.generators import GENERATORS, GenRequest, load_generators
 
     load_generators()
-    train: list[Task] = []
-    held: list[Task] = []
-    for fam in FAMILIES:
+    train: list[Any] = []
+    held: list[Any] = []
+    for fam in families:
         gen: Any = GENERATORS.create(fam)
         tids = [t for lvl in (1, 2) for t in gen.template_ids(lvl)]
         for i, tid in enumerate(tids):
-            lvl = gen.template(tid).level
-            into, n = (held, held_per_template) if i % 3 == 2 else (train, train_per_template)
+            into, n = (held, held_n) if i % 3 == 2 else (train, train_n)
             for seed in range(n):
-                d = gen.generate(GenRequest(seed=1000 * i + seed, difficulty=lvl, template=tid))
-                spec = TaskSpec.model_validate({"metadata": {"rsi": {"family": fam, "template": tid}}})
-                name = f"{tid.replace('/', '-')}-{seed}"
-                into.append(Task(name=name, path=name, spec=spec, instruction=d.instruction, digest=name.ljust(64, "0"),
-                                 env_digest="0" * 64, has_solution=True))
+                into.append(gen.generate(GenRequest(seed=1000 * i + seed, difficulty=gen.template(tid).level,
+                                                    template=tid)))
     return train, held
+
+
+def instructions(train_per_template: int, held_per_template: int) -> tuple[list[Task], list[Task]]:
+    """(train, held-out) tasks of the six families; every third template of a family is held out."""
+
+    def task(d: Any, seed: int) -> Task:
+        spec = TaskSpec.model_validate({"metadata": {"rsi": {"family": d.family, "template": d.template}}})
+        name = f"{d.template.replace('/', '-')}-{seed}"
+        return Task(name=name, path=name, spec=spec, instruction=d.instruction, digest=name.ljust(64, "0"),
+                    env_digest="0" * 64, has_solution=True)
+
+    train, held = template_drafts(FAMILIES, train_per_template, held_per_template)
+    return [task(d, d.seed % 1000) for d in train], [task(d, d.seed % 1000) for d in held]
 
 
 class EngineModel:

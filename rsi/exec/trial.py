@@ -287,6 +287,7 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
     t0 = time.monotonic()
     boxes: list[Sandbox] = []
     snapshot: str | None = None
+    outcome: AgentOutcome | None = None
     policy = grading_policy(task, contract)
     try:
         try:
@@ -327,9 +328,11 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             model_endpoint=env.model_endpoint,
             limits=plan.limits,
             variant=plan.spec.arm.variant,
+            # a MoL summary hop may run while the sandbox is graded (rsi.harness.deferred): finished below
+            extra={"defer_summary": True},
         )
         try:
-            outcome: AgentOutcome = plan.agent.run(box, ctx)
+            outcome = plan.agent.run(box, ctx)
             if env.cancel.is_set():
                 raise Cancelled("job cancelled")
             # Freeze first: the changed-paths check and the snapshot see one filesystem, nothing
@@ -397,6 +400,8 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             res = vbox.wait(vtimeout)
             vrun = VerifierRun(res, read_reward_files(vbox, contract.grading.reward_files))
         timings.verify = time.monotonic() - t
+        if outcome.deferred is not None:  # before the verdict: a failed summary hop is infra
+            outcome.deferred.finish()
         timings.total = time.monotonic() - t0
         _save_verifier_output(plan, vrun)
         verdict = judge(vrun, findings, outcome, contract, vtimeout, ctx.agent_timeout_sec)
@@ -435,6 +440,9 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
         _write_result(plan, r)
         return r
     finally:
+        if outcome is not None and outcome.deferred is not None:  # every other way out: never left running
+            with contextlib.suppress(Exception):
+                outcome.deferred.finish()
         for b in boxes:
             try:
                 b.stop()

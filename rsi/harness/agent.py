@@ -41,6 +41,14 @@ class AgentContext:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+class Deferred(Protocol):
+    """Work an agent left running past its turn (a MoL summary hop, rsi.harness.deferred)."""
+
+    def finish(self) -> None:
+        """Wait for it and record it in the outcome and the trajectory; idempotent."""
+        ...
+
+
 @dataclass
 class AgentOutcome:
     timed_out: bool = False
@@ -55,6 +63,9 @@ class AgentOutcome:
     model_queue_sec: float = 0.0
     # Paths rsi's own agent runtime wrote (the oracle's /solution): exempt from the tamper check.
     exempt_paths: list[str] = field(default_factory=list)
+    # Set only when the runner allowed it (AgentContext.extra["defer_summary"]): the runner calls
+    # `deferred.finish()` once the trial is graded and before the verdict, and on every other way out.
+    deferred: Deferred | None = None
 
 
 class Agent(Protocol):

@@ -121,6 +121,9 @@ class HopRecord:
     completion_tokens: int
     wall_sec: float
     margin: float | None = None
+    # of wall_sec, the seconds the call waited in the model server's queue (its X-Queue-Seconds header):
+    # the hop's own cost is wall_sec - queue_sec
+    queue_sec: float = 0.0
 
 
 @dataclass
@@ -137,6 +140,8 @@ class MolSession:
     policy: str = "mol"
     # the acting adapter's view when its answer turns ended (before the summary hop): what trains it
     answer_messages: list[dict[str, Any]] | None = None
+    # wall seconds of the user turn from the route hop through the last answer call and its tool runs
+    turn_sec: float | None = None
 
     def __post_init__(self) -> None:
         self.head = tuple(copy.deepcopy(list(self.head)))
@@ -185,7 +190,8 @@ class MolSession:
             if got.label not in self.labels:  # a client that did not check: fail closed all the same
                 last = MolInfraError(f"route answered {got.label!r}, not one of {', '.join(self.labels)}")
                 continue
-            self._record(ROUTER, "route", got.usage, time.monotonic() - t0, margin=got.margin)
+            self._record(ROUTER, "route", got.usage, time.monotonic() - t0, margin=got.margin,
+                         queue=getattr(got, "queue_sec", 0.0))
             self.timeline.append(RouteEvent(self.user_turn, question, got.label, got.margin))
             self.label = got.label
             return got
@@ -211,7 +217,7 @@ class MolSession:
             except (InfraError, ModelRequestError) as e:
                 last = e
                 continue
-            self._record(self.label, "summary", res.usage, time.monotonic() - t0)
+            self._record(self.label, "summary", res.usage, time.monotonic() - t0, queue=getattr(res, "queue_sec", 0.0))
             text = (res.content or "").strip()
             self.timeline.append(SummaryEvent(self.user_turn, self.label, request, text))
             return text
@@ -219,13 +225,15 @@ class MolSession:
                             f"attempt(s): {last}")
 
     def record_answer(self, res: ChatResult, wall_sec: float) -> None:
-        self._record(self.label, "answer", res.usage, wall_sec)
+        self._record(self.label, "answer", res.usage, wall_sec, queue=getattr(res, "queue_sec", 0.0))
 
-    def _record(self, label: str, hop: Hop, usage: Usage, wall: float, margin: float | None = None) -> None:
+    def _record(self, label: str, hop: Hop, usage: Usage, wall: float, margin: float | None = None,
+                queue: float = 0.0) -> None:
         self.records.append(HopRecord(
             user_turn=self.user_turn, label=label, hop=hop, serve_name=self.serve_names[label],
             prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
-            completion_tokens=usage.completion_tokens, wall_sec=round(wall, 4), margin=margin))
+            completion_tokens=usage.completion_tokens, wall_sec=round(wall, 4), margin=margin,
+            queue_sec=round(min(max(float(queue or 0.0), 0.0), wall), 4)))
 
     # -- what the trial keeps ------------------------------------------------------------------------
 
@@ -247,7 +255,7 @@ class MolSession:
         return {"domains": self.spec.domains, "serve_names": dict(self.serve_names),
                 "summary_tokens": self.spec.summary_tokens, "constraint": self.spec.constraint,
                 "routes": routes, "summaries": summaries, "calls": [asdict(r) for r in self.records],
-                "wall_sec": wall}
+                "wall_sec": wall, "turn_sec": self.turn_sec}
 
 
 class RecordingModel:

@@ -89,6 +89,9 @@ def test_a_mol_trial_routes_answers_and_summarises(tmp_path: Path) -> None:
     # the summary's prompt extends the answering adapter's last answer prompt: the prefix cache serves it
     assert calls[-1]["cached_tokens"] > 0, calls
     assert steps[-1].metrics is not None and (steps[-1].metrics.completion_tokens or 0) <= 48
+    # the runner let the summary run while it graded the trial, then recorded it (rsi.harness.deferred)
+    assert mol["turn_sec"] > 0 and mol["summary_wait_sec"] >= 0 and t["tokens"]["prompt"] == sum(
+        c["prompt_tokens"] for c in calls), (mol, t)
 
 
 def test_the_engine_scores_choices_exactly_and_refuses_legacy_fields(model_ready: None, tmp_path: Path) -> None:

@@ -112,3 +112,66 @@ def test_serving_figures_from_the_trials_call_records(tmp_path: Path) -> None:
     got = serving_figures(tmp_path, ["t1", "missing"])
     assert got["mol_hop_share"] == 0.1 and got["mol_route_sec"] == 0.1
     assert got["mol_cache_share_L0"] == 0.0 and got["mol_cache_share_L2"] == round(550 / 820, 4)
+
+
+def test_the_hops_latency_share_counts_the_summary_only_as_long_as_the_turn_waited(tmp_path: Path) -> None:
+    """A deferred summary ran while the trial was graded: only the wait after grading is on the turn's path; an
+    in-line summary (no `summary_wait_sec`) is wholly on it."""
+    import json
+
+    from rsi.loop.promote.routing import serving_figures
+
+    calls = [{"hop": "route", "label": "L0", "prompt_tokens": 1, "cached_tokens": 0, "wall_sec": 0.2},
+             {"hop": "answer", "label": "L1", "prompt_tokens": 1, "cached_tokens": 0, "wall_sec": 3.0},
+             {"hop": "summary", "label": "L1", "prompt_tokens": 1, "cached_tokens": 0, "wall_sec": 1.8}]
+    for name, extra in (("deferred", {"summary_wait_sec": 0.3}), ("inline", {})):
+        d = tmp_path / name
+        d.mkdir()
+        mol = {"calls": calls, "turn_sec": 9.8, **extra}
+        (d / "trajectory.json").write_text(json.dumps({"extra": {"rsi": {"mol": mol}}}))
+    assert serving_figures(tmp_path, ["deferred"])["mol_hop_latency_share"] == round(0.5 / 10.1, 4)
+    assert serving_figures(tmp_path, ["inline"])["mol_hop_latency_share"] == round(2.0 / 11.6, 4)
+    assert serving_figures(tmp_path, ["deferred"])["mol_hop_share"] == round(2.0 / 5.0, 4)  # the work: unchanged
+
+
+def test_the_report_shows_the_hops_share_of_work_and_of_latency() -> None:
+    import io
+
+    from rich.console import Console
+
+    from rsi.report.diff import DiffReport
+    from rsi.report.diff_html import html
+    from rsi.report.diff_render import term
+
+    serving = {"hop_share": 0.42, "hop_latency_share": 0.061, "route_sec": 0.05, "cache_share_L1": 0.5}
+    mol = {"labels": [], "routing_accuracy": {"a": None, "b": 0.5}, "serving": serving}
+    cfg = {"a": {"name": "c", "digest": "d" * 64}, "b": {"name": "c", "digest": "d" * 64}, "same": True,
+           "unified_diff": ""}
+    r = DiffReport("gen-0000", "gen-0001", {"a": {}, "b": {}}, cfg,
+                   {"a": {"adapters": {}}, "b": {"adapters": {}}, "same": True, "mol": mol},
+                   {"a": "1.0.0", "b": "1.0.0", "same_major": True}, True, None)
+    r.attribution = {"counts": {"a": {}, "b": {}}, "moved": {}, "kinds": []}
+    rec = Console(record=True, width=200, file=io.StringIO())
+    rec.print(term(r))
+    text = rec.export_text()
+    assert "route + summary 42.0% of model time, 6.1% of the turn's latency" in text
+    assert "6.1% of the turn&#39;s latency" in html(r) or "6.1% of the turn's latency" in html(r)
+
+
+def test_the_hops_service_share_leaves_out_queueing_behind_other_trials(tmp_path: Path) -> None:
+    import json
+
+    from rsi.loop.promote.routing import serving_figures
+
+    tok = {"prompt_tokens": 1, "cached_tokens": 0}
+    calls = [{"hop": "route", "label": "L0", **tok, "wall_sec": 4.2, "queue_sec": 4.0},
+             {"hop": "answer", "label": "L1", **tok, "wall_sec": 3.0, "queue_sec": 0.0},
+             {"hop": "summary", "label": "L1", **tok, "wall_sec": 2.8, "queue_sec": 2.0}]
+    d = tmp_path / "t"
+    d.mkdir()
+    (d / "trajectory.json").write_text(json.dumps({"extra": {"rsi": {"mol": {"calls": calls}}}}))
+    got = serving_figures(tmp_path, ["t"])
+    assert got["mol_hop_share"] == round(7.0 / 10.0, 4) and got["mol_hop_service_share"] == round(1.0 / 4.0, 4)
+    calls = [{**c, "queue_sec": 0.0} for c in calls]  # no queueing reported: no service figure
+    (d / "trajectory.json").write_text(json.dumps({"extra": {"rsi": {"mol": {"calls": calls}}}}))
+    assert "mol_hop_service_share" not in serving_figures(tmp_path, ["t"])

@@ -81,14 +81,19 @@ def routing_evidence(ctx: WorkspaceContext, cand: GenerationManifest, parent: Ge
 
 def serving_figures(root: Any, trial_dirs: list[str]) -> dict[str, float]:
     """From a mixture's trials (their trajectories' per-call records): the route + summary hops' share of the
-    model wall time, the mean route hop, and per adapter the share of prompt tokens the prefix cache served."""
+    model wall time (the hops' work), their share of the turn's latency (route, plus the summary only as long
+    as the trial still waited for it: a deferred summary runs while the trial is graded, rsi.harness.deferred),
+    their share of the model's service time (queueing behind other trials' calls left out, when the server
+    reported it), the mean route hop, and per adapter the share of prompt tokens the prefix cache served."""
     import json
     from pathlib import Path
 
     wall = {"route": 0.0, "answer": 0.0, "summary": 0.0}
+    queued = {"route": 0.0, "answer": 0.0, "summary": 0.0}  # of those, seconds waiting in the server's queue
     prompt: dict[str, int] = {}
     cached: dict[str, int] = {}
     routes = 0
+    on_path, turn = 0.0, 0.0  # hop seconds the turn waited for, and the turns' seconds (with that wait)
     for d in trial_dirs:
         p = Path(d) if Path(d).is_absolute() else Path(root) / d
         try:
@@ -97,14 +102,26 @@ def serving_figures(root: Any, trial_dirs: list[str]) -> dict[str, float]:
             continue
         for c in mol.get("calls") or []:
             wall[c["hop"]] = wall.get(c["hop"], 0.0) + float(c["wall_sec"])
+            queued[c["hop"]] = queued.get(c["hop"], 0.0) + float(c.get("queue_sec") or 0.0)
             prompt[c["label"]] = prompt.get(c["label"], 0) + int(c["prompt_tokens"])
             cached[c["label"]] = cached.get(c["label"], 0) + int(c["cached_tokens"])
             routes += c["hop"] == "route"
+        if mol.get("turn_sec") is not None:
+            own = {h: sum(float(c["wall_sec"]) for c in mol.get("calls") or [] if c["hop"] == h)
+                   for h in ("route", "summary")}
+            waited = float(mol["summary_wait_sec"]) if "summary_wait_sec" in mol else own["summary"]
+            on_path += own["route"] + waited
+            turn += float(mol["turn_sec"]) + waited
     total = sum(wall.values())
     if not total:
         return {}
     out = {"mol_hop_share": round((wall["route"] + wall["summary"]) / total, 4),
            "mol_route_sec": round(wall["route"] / max(routes, 1), 4)}
+    if turn:
+        out["mol_hop_latency_share"] = round(on_path / turn, 4)
+    served = {h: wall[h] - queued.get(h, 0.0) for h in wall}
+    if any(queued.values()) and sum(served.values()) > 0:  # the hops' own cost, queueing behind other trials left out
+        out["mol_hop_service_share"] = round((served["route"] + served["summary"]) / sum(served.values()), 4)
     for lab, n in sorted(prompt.items()):
         out[f"mol_cache_share_{lab}"] = round(cached[lab] / n, 4) if n else 0.0
     return out
