@@ -93,4 +93,32 @@ def check_peft_dir(d: Path, base_model: str, aliases: tuple[str, ...] = ()) -> A
                        target_modules=sorted(targets) if isinstance(targets, list) else [str(targets)])
 
 
-__all__ = ["CONFIG", "WEIGHTS", "AdapterCheckError", "AdapterInfo", "check_peft_dir"]
+def write_identity_adapter(src: Path, dest: Path, base_model: str, aliases: tuple[str, ...] = ()) -> AdapterInfo:
+    """Write to `dest` a copy of the LoRA at `src` with every `lora_B` tensor zeroed, and check it.
+
+    A LoRA adds B·A to each target; with B = 0 it adds nothing, so the copy answers exactly as the base
+    model does while keeping src's rank, targets and file layout (PEFT itself initialises B to zero). A new
+    specialist with nothing to train on starts from this rather than from another adapter's weights, which
+    would carry that adapter's skills (for the chat adapter: answering with a routing label). Done on the
+    bytes, so it needs neither torch nor safetensors.
+    """
+    info = check_peft_dir(src, base_model, aliases)
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / CONFIG).write_bytes((src / CONFIG).read_bytes())
+    raw = bytearray((src / WEIGHTS).read_bytes())
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    start = 8 + n
+    zeroed = 0
+    for name, spec in header.items():
+        if name != "__metadata__" and "lora_B" in name:
+            lo, hi = spec["data_offsets"]
+            raw[start + lo:start + hi] = bytes(hi - lo)
+            zeroed += 1
+    if not zeroed:
+        raise AdapterCheckError(f"{src / WEIGHTS}: no lora_B tensors to zero ({info.tensors} tensors)")
+    (dest / WEIGHTS).write_bytes(bytes(raw))
+    return check_peft_dir(dest, base_model, aliases)
+
+
+__all__ = ["CONFIG", "WEIGHTS", "AdapterCheckError", "AdapterInfo", "check_peft_dir", "write_identity_adapter"]

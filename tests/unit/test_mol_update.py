@@ -30,22 +30,29 @@ out.mkdir(parents=True, exist_ok=True)
 cfg = {"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["q_proj"], "base_model_name_or_path": base}
 (out / "adapter_config.json").write_text(json.dumps(cfg))
 data = hashlib.sha256(dataset.read_bytes()).digest()
-header = {"base_model.model.layers.0.q_proj.lora_A.weight": {"dtype": "F32", "shape": [4, 2], "data_offsets": [0, 32]}}
+data += hashlib.sha256(data).digest()
+header = {"base_model.model.layers.0.q_proj.lora_A.weight": {"dtype": "F32", "shape": [4, 2], "data_offsets": [0, 32]},
+          "base_model.model.layers.0.q_proj.lora_B.weight": {"dtype": "F32", "shape": [2, 4], "data_offsets": [32, 64]}}
 h = json.dumps(header).encode()
 (out / "adapter_model.safetensors").write_bytes(struct.pack("<Q", len(h)) + h + data)
 '''
 
 
-@pytest.fixture
-def ctx(tmp_path: Path) -> WorkspaceContext:
-    c = workspace(tmp_path)
+def _serve_mol(c: WorkspaceContext, gen_id: str) -> None:
+    """Give `gen_id` a harness config with a `mol` section (so its update makes a mixture)."""
     raw = yaml.safe_load((c.ws.harness_configs_dir / "default.yaml").read_text())
     raw["name"], raw["mol"] = "mol", {"domains": DOMAINS}
     cfg = HarnessConfig.model_validate(raw)
     (c.ws.harness_configs_dir / "mol.yaml").write_text(cfg.canonical_yaml())
-    g0 = c.generation("gen-0000")
-    c.store.put_generation(g0.model_copy(update={"harness_config": g0.harness_config.model_copy(
+    g = c.generation(gen_id)
+    c.store.put_generation(g.model_copy(update={"harness_config": g.harness_config.model_copy(
         update={"name": "mol", "digest": cfg.digest()})}))
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> WorkspaceContext:
+    c = workspace(tmp_path)
+    _serve_mol(c, "gen-0000")
     return c
 
 
@@ -64,11 +71,14 @@ def _mark(ctx: WorkspaceContext, ids: list[str], families: dict[str, str | None]
         p.write_text(json.dumps(data))
 
 
-def _update(ctx: WorkspaceContext, tmp_path: Path, **kw: Any) -> Any:
+def _cmd(tmp_path: Path) -> str:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
-    cmd = f"{sys.executable} {script} {{output_dir}} {{base_model}} {{dataset}}"
-    return run_update(UpdateRequest(backend="command", command=cmd, load=False, **kw), ctx.ws.root)
+    return f"{sys.executable} {script} {{output_dir}} {{base_model}} {{dataset}}"
+
+
+def _update(ctx: WorkspaceContext, tmp_path: Path, **kw: Any) -> Any:
+    return run_update(UpdateRequest(backend="command", command=_cmd(tmp_path), load=False, **kw), ctx.ws.root)
 
 
 def test_specialists_train_on_their_domains_and_untouched_adapters_keep_their_bytes(
@@ -86,9 +96,13 @@ def test_specialists_train_on_their_domains_and_untouched_adapters_keep_their_by
     for lab, task in (("L1", "alpha"), ("L2", "beta"), ("L0", "delta")):
         lines = (Path(out.dataset["path"]) / lab / "dataset" / "dataset.jsonl").read_text().splitlines()
         assert [json.loads(x)["provenance"]["task"] for x in lines] == [task]
-    # L3 had nothing accepted: it starts as a copy of the chat adapter, under its own serve name
-    assert g1.adapters["L3"].sha256 == g1.adapters["L0"].sha256
-    assert out.training["mol"]["L3"]["why"].startswith("new label")
+    # L3 had nothing accepted and the parent was the base: it starts as an identity LoRA (L0's shape, B zeroed,
+    # so it answers as the base does), never with L0's routing weights, under its own serve name
+    l0 = (ctx.ws.root / g1.adapters["L0"].path / "adapter_model.safetensors").read_bytes()
+    l3 = (ctx.ws.root / g1.adapters["L3"].path / "adapter_model.safetensors").read_bytes()
+    assert len(l3) == len(l0) and l3[-32:] == bytes(32) and l0[-32:] != bytes(32) and l3[:-32] == l0[:-32]
+    assert g1.adapters["L3"].sha256 != g1.adapters["L0"].sha256
+    assert "identity" in out.training["mol"]["L3"]["why"]
     ctx.store.put_generation(g1.model_copy(update={"state": GenerationState.PROMOTED}))
 
     # round 2 from the mixture: only L2's domain has a new accepted trajectory; a misrouted one is refused
@@ -116,6 +130,28 @@ def test_specialists_train_on_their_domains_and_untouched_adapters_keep_their_by
     g3 = ctx.store.get_generation(out3.candidate)
     assert g3.mol_domains()["L4"] == ["logs"] and g3.adapters["L4"].serve_name not in names
     assert all(g3.adapters[lab] == g2.adapters[lab] for lab in ("L0", "L1", "L2", "L3"))
+    l4 = (ctx.ws.root / g3.adapters["L4"].path / "adapter_model.safetensors").read_bytes()
+    assert l4[-32:] == bytes(32)  # the new family starts at the base, not as a copy of the router
+
+
+def test_a_first_mixture_seeds_an_untrained_specialist_with_the_parents_adapter(tmp_path: Path) -> None:
+    """From a one-adapter parent, a specialist with nothing accepted keeps answering as the parent did."""
+    ctx = workspace(tmp_path)
+    ids = add_trials(ctx, [T("alpha", 1, 1.0)])
+    _mark(ctx, ids, {"alpha": "files"})
+    g1 = ctx.store.get_generation(_update(ctx, tmp_path).candidate)
+    assert not g1.is_mol and len(g1.adapters) == 1
+    ctx.store.put_generation(g1.model_copy(update={"state": GenerationState.PROMOTED}))
+    _serve_mol(ctx, g1.id)
+    mol_digest = ctx.generation(g1.id).harness_config.digest
+    ids2 = add_trials(ctx, [T("alpha", 2, 1.0, generation=g1.id, config_digest=mol_digest)], job_id="job-upd-2")
+    _mark(ctx, ids2, {"alpha": "files"})
+    out = _update(ctx, tmp_path, gen=g1.id)
+    g2 = ctx.store.get_generation(out.candidate)
+    parent = next(iter(g1.adapters.values()))
+    for lab in ("L2", "L3"):
+        assert g2.adapters[lab].sha256 == parent.sha256 and g2.adapters[lab].serve_name != parent.serve_name
+        assert out.training["mol"][lab]["why"] == "new label: the parent's adapter"
 
 
 def test_the_export_backend_writes_each_labels_dataset_and_registers_nothing(

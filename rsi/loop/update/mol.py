@@ -16,7 +16,8 @@ section (the first mixture is made from a one-adapter or adapter-less parent), o
    never become routing examples.
 4. **untouched**: a label with nothing accepted keeps its adapter reference as it was — same path, same
    sha256, same serve name (its bytes are never copied or rewritten). A new label with nothing to train on
-   starts as a copy of the candidate's L0 under its own serve name.
+   starts as the parent's one adapter (it answered those families), else as an identity LoRA (the candidate's
+   L0 with its B matrices zeroed: it answers as the base does), under its own serve name.
 5. **candidate**: new revisions go to `adapters/<lineage>/<label>/g<N>-<sha8>/` with serve names
    `<lineage>-<label>-g<N>-<sha8>` (never reused); the manifest (schema 2) lists every label with its role
    and domains. Replay of earlier generations is not done for mixtures.
@@ -46,7 +47,7 @@ from rsi.store.files import load_pool, write_yaml_model
 from rsi.train.backends import BACKENDS
 from rsi.train.base import TrainRequest
 from rsi.train.dataset import DatasetLine, write_dataset
-from rsi.train.peft_dir import check_peft_dir
+from rsi.train.peft_dir import check_peft_dir, write_identity_adapter
 
 
 @dataclass
@@ -201,16 +202,25 @@ def train_mol(ctx: WorkspaceContext, req: Any, gen: GenerationManifest, cfg: Har
                                             "routing_examples": p.routing, **p.result} for lab, p in plans.items()}}
     if not any(p.result.get("changed") for p in plans.values()) and getattr(req, "add_specialist", None) is None:
         raise ConfigError(f"rsi update: no adapter of {gen.id} has anything new to train on")
-    seed = refs.get(ROUTER) or single  # a new label with nothing of its own starts as a copy of the chat adapter
-    if seed is None:
-        raise ConfigError("rsi update: L0 has nothing to train on (no accepted chat trajectory and no train task "
-                          "to make routing examples from) and the parent has no adapter to start it from")
+    # A new label with nothing of its own starts as what answered its families before: the parent's one adapter,
+    # else (the parent was the base, or the families are new) an identity LoRA, which answers as the base does.
+    # Never as a copy of L0: L0 learns to answer route prompts with a label.
+    donor = single or refs.get(ROUTER)
     for label, plan in plans.items():
-        if label not in refs:
-            src = ctx.ws.resolve(seed.path)
-            refs[label] = _place(ctx, settings.lineage, label, n, src, seed.sha256, domains[label], taken)
-            plan.result = {"changed": True, "why": "new label: a copy of the chat adapter",
-                           "serve_name": refs[label].serve_name}
+        if label in refs:
+            continue
+        if single is not None:
+            src, sha, why = ctx.ws.resolve(single.path), single.sha256, "new label: the parent's adapter"
+        elif donor is not None:
+            aliases = tuple(str(p) for p in (base_dir,) if p is not None)
+            ident = write_identity_adapter(ctx.ws.resolve(donor.path), out_dir / label / "identity",
+                                           gen.base_model.id, aliases)
+            src, sha, why = ident.path, ident.sha256, "new label: an identity LoRA (answers as the base model)"
+        else:
+            raise ConfigError("rsi update: L0 has nothing to train on (no accepted chat trajectory and no train "
+                              "task to make routing examples from) and the parent has no adapter to start it from")
+        refs[label] = _place(ctx, settings.lineage, label, n, src, sha, domains[label], taken)
+        plan.result = {"changed": True, "why": why, "serve_name": refs[label].serve_name}
     for label, ref in refs.items():
         refs[label] = ref.model_copy(update={"role": ROUTER_ROLE if label == ROUTER else SPECIALIST_ROLE,
                                              "domains": list(domains[label])})
