@@ -153,7 +153,7 @@ def test_no_fewshot_and_no_passing_trajectory_mean_no_fewshot_candidate(ctx: Wor
     off = expand(ctx, _req(provider, fewshot=0, budget=30))
     assert not [r for r in ctx.store.search_candidates(off.job_id) if r.origin == "fewshot"]
     assert ctx.store.get_job(off.job_id).params["fewshot"] == 0
-    none = expand(ctx, _req(provider, tasks="[cns]*", budget=30))  # the baseline passes none of them
+    none = expand(ctx, _req(provider, tasks="never", budget=20))  # nothing passes it under any config
     assert not [r for r in ctx.store.search_candidates(none.job_id) if r.origin == "fewshot"]
     with pytest.raises(InputError, match="--fewshot"):
         expand(ctx, _req(provider, fewshot=-1))
@@ -164,3 +164,25 @@ def test_the_cli_takes_fewshot_and_no_fewshot(ctx: WorkspaceContext) -> None:
     assert r.exit_code == 2 and "--fewshot" in r.output
     r = CliRunner().invoke(app, ["-w", str(ctx.ws.root), "expand", "--help"])
     assert "--no-fewshot" in r.output and "--fewshot" in r.output
+
+
+def test_fewshot_is_bootstrapped_from_a_pass_the_search_found(ctx: WorkspaceContext,
+                                                              provider: FakeSandboxProvider) -> None:
+    """The baseline passes neither `cold` nor `shy`; the temperature candidate solves `cold` in the search; the
+    next round draws a few-shot candidate from that pass (DSPy's bootstrap), and it fixes `shy`, which no
+    other candidate could."""
+    out = expand(ctx, _req(provider, tasks="[cs]*", budget=40))
+    base = ctx.generation("gen-0000").harness_config.digest
+    cands = {r.label: r for r in ctx.store.search_candidates(out.job_id)}
+    shots = [r for r in cands.values() if r.origin == "fewshot"]
+    assert [r.label for r in shots] == ["fewshot:k=1:draw=1"]
+    trials = {t.id: t for t in ctx.store.outcomes("expand", generation="gen-0000", agent="harness")}
+    (demo,) = [trials[i] for i in (shots[0].source_trial or "").split(",")]
+    temp = next(r for r in cands.values() if r.origin != "fewshot")
+    assert demo.task_name == "cold" and demo.passed and demo.harness_config_digest == temp.config_digest != base
+    assert not any(t.passed for t in trials.values() if t.variant == "baseline")
+    fixed = [t for t in trials.values() if t.variant == shots[0].label and t.passed]
+    assert {t.task_name for t in fixed} == {"shy"} and set(out.coverage["covered"]) == {"cold", "shy"}
+    # a resume reads the same candidate back rather than drawing again
+    again = expand(ctx, _req(provider, resume=out.job_id, budget=50))
+    assert [r.label for r in ctx.store.search_candidates(again.job_id) if r.origin == "fewshot"] == [shots[0].label]

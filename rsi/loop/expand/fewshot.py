@@ -10,11 +10,15 @@ train side of the seal (the store's `expand` reader sees no holdout row), and it
 lie under a contract `promotion.suites` directory. Each candidate is a harness config stored by digest
 (origin `fewshot`, parent the base's digest) and a `search_candidates` row whose `source_trial` lists
 the demonstrations' trial ids; `FEWSHOT_DRAWS` draws (seeds `<seed>:<i>`) make as many candidates.
-Drawn once per job: on resume the rows are read back, so the same demonstrations are searched.
+Drawn once per job, when there is something to draw: before the search from the baseline's passes, else
+after a search round from the passes of the baseline and of every candidate so far (bootstrapping: a task
+one candidate solved becomes a demonstration for the rest). On resume the rows are read back, so the same
+demonstrations are searched.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,33 +87,42 @@ def demo_of(row: TrialRow, task: Task, root: Path) -> Demo | None:
     return Demo(task=task.name, template=_template(task), instruction=user, steps=tuple(steps), trial_id=row.id)
 
 
-def load_demos(ctx: WorkspaceContext, gen_id: str, tasks: list[Task], config_digest: str,
+def load_demos(ctx: WorkspaceContext, gen_id: str, tasks: list[Task], config_digest: str | Sequence[str],
                base: HarnessConfig) -> list[Demo]:
-    """Every usable demonstration from this generation's passing train trials under `config_digest`."""
+    """Every usable demonstration from this generation's passing train trials under `config_digest` (one
+    digest, or several: the baseline's and the search candidates' of one job)."""
     by_digest = {t.digest: t for t in train_sources(ctx, tasks)}
     if not by_digest:
         return []
     allowed = set(ctx.contract.grading.training_integrity)
     out: list[Demo] = []
-    for row in ctx.store.outcomes("expand", generation=gen_id, config_digest=config_digest,
-                                  task_digests=sorted(by_digest), agent="harness"):
-        if (not row.passed or is_infra(row.error_type) or row.split != "train" or row.tampered_paths
-                or (row.integrity is not None and row.integrity not in allowed)):
-            continue
-        demo = demo_of(row, by_digest[row.task_digest], ctx.ws.root)
-        if demo is not None and demo.usable(base.action_format, base.tools):
-            out.append(demo)
+    seen: set[str] = set()
+    digests = [config_digest] if isinstance(config_digest, str) else list(dict.fromkeys(config_digest))
+    for digest in digests:
+        for row in ctx.store.outcomes("expand", generation=gen_id, config_digest=digest,
+                                      task_digests=sorted(by_digest), agent="harness"):
+            if (row.id in seen or not row.passed or is_infra(row.error_type) or row.split != "train"
+                    or row.tampered_paths or (row.integrity is not None and row.integrity not in allowed)):
+                continue
+            seen.add(row.id)
+            demo = demo_of(row, by_digest[row.task_digest], ctx.ws.root)
+            if demo is not None and demo.usable(base.action_format, base.tools):
+                out.append(demo)
     return out
 
 
 def fewshot_candidates(ctx: WorkspaceContext, job_id: str, gen_id: str, base: HarnessConfig, base_digest: str,
-                       tasks: list[Task], k: int, seed: int) -> int:
+                       tasks: list[Task], k: int, seed: int, also: Sequence[str] = ()) -> int:
     """Add up to FEWSHOT_DRAWS few-shot candidates of `k` demonstrations each, unless this job has
-    them already (or `k` is 0). Returns how many the job holds."""
+    them already (or `k` is 0). Returns how many the job holds.
+
+    Demonstrations come from the baseline's passes and, with `also`, from passes under those configs too
+    (the job's search candidates: expand calls this again after each search round while it has none, so
+    a task a candidate solved mid-search can teach the others, as DSPy bootstraps from any passing trace)."""
     have = [r for r in ctx.store.search_candidates(job_id) if r.origin == ORIGIN]
     if have or k <= 0:
         return len(have)
-    demos = load_demos(ctx, gen_id, tasks, base_digest, base)
+    demos = load_demos(ctx, gen_id, tasks, [base_digest, *also], base)
     seen: set[str] = set()
     for i in range(FEWSHOT_DRAWS):
         picked = draw(demos, k, f"{seed}:{i}")

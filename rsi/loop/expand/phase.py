@@ -55,6 +55,7 @@ from rsi.loop.expand.candidates import (
 )
 from rsi.loop.expand.evidence import BASELINE, Pool, read_book, record_verdicts, search_state, verdicts
 from rsi.loop.expand.fewshot import DEFAULT_K, demo_tasks, fewshot_candidates
+from rsi.loop.expand.fewshot import ORIGIN as FEWSHOT_ORIGIN
 from rsi.loop.expand.outcome import ExpandOutcome, Preflight, build_outcome, preflight
 from rsi.loop.hooks import ExpandHooks
 from rsi.loop.run import new_job_id, tasks_fingerprint
@@ -299,9 +300,7 @@ def _steps(run: _Run) -> str | None:
         if rows:
             failures.append((rows[0], t.instruction))
     reflective_candidates(ctx, run.job_id, cfg, pool.base_digest, failures, req.proposals, req.reflector, req.seed)
-    run.plans = candidate_plans(ctx, run.job_id, run.base.generation)
-    pool.labels = {p.arm.config_digest or "": label for label, p in run.plans.items()}
-    pool.held_out = demo_tasks(ctx, run.job_id, {r.id: r.task_name for rows in book.harness.values() for r in rows})
+    _plan(run, book)
     run.hooks.message(f"{len(run.plans)} candidate config(s): " + ", ".join(run.plans) if run.plans
                       else "no candidate configs (empty search_space, no usable proposal)")
     stop = _search(run, dirs)
@@ -312,6 +311,36 @@ def _steps(run: _Run) -> str | None:
         stop = res.stop
         run.searched_out = res.budget_out
     return stop
+
+
+def _plan(run: _Run, book: Any) -> None:
+    """Read the job's candidates back as arms (with the tasks each few-shot candidate must leave out)."""
+    run.plans = candidate_plans(run.ctx, run.job_id, run.base.generation)
+    run.pool.labels = {p.arm.config_digest or "": label for label, p in run.plans.items()}
+    run.pool.held_out = demo_tasks(run.ctx, run.job_id,
+                                   {r.id: r.task_name for rows in book.harness.values() for r in rows})
+
+
+def _bootstrap_fewshot(run: _Run, book: Any) -> Any:
+    """Draw the few-shot candidates the job could not draw before the search, now that candidates may have
+    passed train tasks; returns the book to plan with (re-read when candidates were added)."""
+    req, ctx = run.req, run.ctx
+    if req.fewshot <= 0 or any(label.startswith(f"{FEWSHOT_ORIGIN}:") for label in run.plans):
+        return book
+    if any(r.origin == FEWSHOT_ORIGIN for r in ctx.store.search_candidates(run.job_id)):
+        return book  # drawn and refused by the contract: not drawn again
+    cfg = run.base.config
+    assert cfg is not None
+    also = [p.arm.config_digest for p in run.plans.values() if p.arm.config_digest]
+    if not fewshot_candidates(ctx, run.job_id, run.gen_id, cfg, run.pool.base_digest, run.pool.tasks,
+                              req.fewshot, req.seed, also=also):
+        return book
+    book = read_book(ctx, run.gen_id, run.pool)
+    _plan(run, book)
+    added = [label for label in run.plans if label.startswith(f"{FEWSHOT_ORIGIN}:")]
+    if added:
+        run.hooks.message(f"few-shot candidate(s) bootstrapped from passes found in the search: {', '.join(added)}")
+    return book
 
 
 def _failed(run: _Run) -> list[Task]:
@@ -366,6 +395,8 @@ def _search(run: _Run, dirs: list[Any]) -> str | None:
         existing = run.runner.child(key)
         if existing is None:
             book = read_book(ctx, run.gen_id, pool)
+            if r > 0:
+                book = _bootstrap_fewshot(run, book)
             found = verdicts(book, pool, ctx.contract.attribution)
             state = search_state(book, pool, found)
             left = run.runner.remaining()
