@@ -47,7 +47,8 @@ def expand(
     attempts: Annotated[int, typer.Option("--attempts", "-k", help="Baseline attempts per task.")] = 2,
     proposals: Annotated[int, typer.Option("--proposals", help="Reflective proposals to ask for.")] = 2,
     fewshot: Annotated[int, typer.Option("--fewshot", help="Demonstrations per few-shot candidate, drawn from this "
-                                         "generation's passing train trajectories.")] = 2,
+                                         "generation's passing train trajectories (the baseline's, else the "
+                                         "passes the search finds).")] = 2,
     no_fewshot: Annotated[bool, typer.Option("--no-fewshot", help="No few-shot candidates.")] = False,
     explore: Annotated[int, typer.Option("--explore", help="Attempts the search gives each candidate on each unsolved "
                                          "task at most, one round of looks at a time (the model samples: a second "
