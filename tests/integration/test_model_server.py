@@ -20,6 +20,7 @@ import pytest
 
 from rsi.models.client import ChatClient, ModelRequestError
 from rsi.models.embedded import DEFAULT_MODEL_ID, EMBEDDED_ENDPOINT, cache_dir, ensure_server
+from rsi.train.peft_dir import write_identity_adapter
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(900)]
 
@@ -161,6 +162,23 @@ def test_adapter_load_serve_and_unload(client: ChatClient, random_adapter: Path)
     with pytest.raises(ModelRequestError, match="cannot be found"):
         client.unload_adapter("rand-a")
     assert client.chat(DEFAULT_MODEL_ID, Q, max_tokens=16).content == base_before
+
+
+def test_an_identity_copy_of_a_lora_answers_as_the_base(client: ChatClient, random_adapter: Path,
+                                                        tmp_path: Path) -> None:
+    """What `rsi update` seeds a new Mixture-of-LoRA specialist with when it has nothing to train on: the random
+    LoRA's file with its B matrices zeroed answers exactly as the base model does (the LoRA itself does not)."""
+    named = json.loads((random_adapter / "adapter_config.json").read_text()).get("base_model_name_or_path") or ""
+    ident = write_identity_adapter(random_adapter, tmp_path / "ident", named or DEFAULT_MODEL_ID)
+    base = client.chat(DEFAULT_MODEL_ID, Q, max_tokens=16).content
+    client.load_adapter("rand-ident", str(ident.path))
+    client.load_adapter("rand-full", str(random_adapter))
+    try:
+        assert client.chat("rand-ident", Q, max_tokens=16).content == base
+        assert client.chat("rand-full", Q, max_tokens=16).content != base
+    finally:
+        client.unload_adapter("rand-ident")
+        client.unload_adapter("rand-full")
 
 
 def test_loading_a_non_adapter_directory_is_a_request_error(client: ChatClient, tmp_path: Path) -> None:
