@@ -103,6 +103,8 @@ def write_identity_adapter(src: Path, dest: Path, base_model: str, aliases: tupl
     bytes, so it needs neither torch nor safetensors.
     """
     info = check_peft_dir(src, base_model, aliases)
+    if json.loads((src / CONFIG).read_text()).get("use_dora"):  # DoRA rescales W itself even with B = 0
+        raise AdapterCheckError(f"{src / CONFIG}: a DoRA adapter has no identity copy (use_dora is set)")
     dest.mkdir(parents=True, exist_ok=True)
     (dest / CONFIG).write_bytes((src / CONFIG).read_bytes())
     raw = bytearray((src / WEIGHTS).read_bytes())
@@ -111,7 +113,7 @@ def write_identity_adapter(src: Path, dest: Path, base_model: str, aliases: tupl
     start = 8 + n
     zeroed = 0
     for name, spec in header.items():
-        if name != "__metadata__" and "lora_B" in name:
+        if name != "__metadata__" and ("lora_B" in name or "lora_embedding_B" in name):
             lo, hi = spec["data_offsets"]
             raw[start + lo:start + hi] = bytes(hi - lo)
             zeroed += 1

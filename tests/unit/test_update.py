@@ -303,3 +303,30 @@ def test_trainer_uses_the_served_tokens_and_refuses_a_turn_whose_rendering_diffe
     samples, stats = build_samples([DatasetLine(**{**line.__dict__, "tokens": None})], tok, 10_000)
     assert samples[0].completion == [ord("a"), ord("1"), 0] and stats["token_checked"] == 0
     assert build_samples([line], tok, 5)[1]["too_long"] == 2
+
+
+def _lora_dir(d: Path, cfg_extra: dict[str, object]) -> Path:
+    import json as _json
+    import struct as _struct
+
+    d.mkdir(parents=True)
+    cfg = {"peft_type": "LORA", "r": 2, "lora_alpha": 4, "target_modules": ["q_proj"], "base_model_name_or_path": "m",
+           **cfg_extra}
+    (d / "adapter_config.json").write_text(_json.dumps(cfg))
+    header = {"a.lora_A.weight": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+              "a.lora_B.weight": {"dtype": "F32", "shape": [2, 2], "data_offsets": [16, 32]},
+              "e.lora_embedding_B": {"dtype": "F32", "shape": [2, 2], "data_offsets": [32, 48]}}
+    h = _json.dumps(header).encode()
+    (d / "adapter_model.safetensors").write_bytes(_struct.pack("<Q", len(h)) + h + bytes(range(1, 49)))
+    return d
+
+
+def test_identity_adapter_zeroes_every_b_and_refuses_dora(tmp_path: Path) -> None:
+    from rsi.train.peft_dir import write_identity_adapter
+
+    src = _lora_dir(tmp_path / "src", {})
+    info = write_identity_adapter(src, tmp_path / "ident", "m")
+    data = (info.path / "adapter_model.safetensors").read_bytes()
+    assert data[-32:] == bytes(32) and data[-48:-32] == bytes(range(1, 17))  # A kept, both Bs zeroed
+    with pytest.raises(AdapterCheckError, match="DoRA"):
+        write_identity_adapter(_lora_dir(tmp_path / "dora", {"use_dora": True}), tmp_path / "x", "m")

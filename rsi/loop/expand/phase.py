@@ -325,10 +325,8 @@ def _bootstrap_fewshot(run: _Run, book: Any) -> Any:
     """Draw the few-shot candidates the job could not draw before the search, now that candidates may have
     passed train tasks; returns the book to plan with (re-read when candidates were added)."""
     req, ctx = run.req, run.ctx
-    if req.fewshot <= 0 or any(label.startswith(f"{FEWSHOT_ORIGIN}:") for label in run.plans):
-        return book
-    if any(r.origin == FEWSHOT_ORIGIN for r in ctx.store.search_candidates(run.job_id)):
-        return book  # drawn and refused by the contract: not drawn again
+    if req.fewshot <= 0 or any(r.origin == FEWSHOT_ORIGIN for r in ctx.store.search_candidates(run.job_id)):
+        return book  # none asked for, or drawn already (refused ones included: not drawn again)
     cfg = run.base.config
     assert cfg is not None
     also = [p.arm.config_digest for p in run.plans.values() if p.arm.config_digest]

@@ -205,7 +205,7 @@ def train_mol(ctx: WorkspaceContext, req: Any, gen: GenerationManifest, cfg: Har
     # A new label with nothing of its own starts as what answered its families before: the parent's one adapter,
     # else (the parent was the base, or the families are new) an identity LoRA, which answers as the base does.
     # Never as a copy of L0: L0 learns to answer route prompts with a label.
-    donor = single or refs.get(ROUTER)
+    donor = refs.get(ROUTER)  # the shape an identity LoRA copies
     for label, plan in plans.items():
         if label in refs:
             continue
