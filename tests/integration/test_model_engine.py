@@ -162,6 +162,30 @@ def test_a_cancelled_request_leaves_the_engine_at_once(engine: Engine) -> None:
     assert job.done.is_set() and job.error is not None and "cancelled" in str(job.error)
 
 
+def test_a_choice_request_is_served_between_decode_steps_of_a_full_batch(engine: Engine) -> None:
+    """With the one batch row taken by a long answer, a route hop (choice) is answered while that answer is
+    still decoding, not after it; a plain request queued behind it still waits; the long answer's greedy
+    tokens are the same as when it runs undisturbed."""
+    import time
+
+    long = [{"role": "user", "content": "Count from 1 to 5000, one number per line."}]
+    alone = engine.generate(_req(engine, long, max_tokens=120), timeout=300)
+    job = engine.submit(_req(engine, long, max_tokens=120))
+    deadline = time.monotonic() + 60
+    while engine.info()["running"] == 0:  # the long answer holds the batch's one row
+        assert time.monotonic() < deadline and not job.done.is_set()
+        time.sleep(0.01)
+    plain = engine.submit(_req(engine, [{"role": "user", "content": "Hi"}], max_tokens=2))
+    route = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASKS[0]},
+             {"role": "user", "content": "Which adapter answers? Reply with one label."}]
+    pick = engine.generate(_req(engine, route, choice=["L0", "L1", "L2"]), timeout=300)
+    assert pick.text in ("L0", "L1", "L2")
+    assert not job.done.is_set(), "the route hop waited for the whole long answer"
+    assert not plain.done.is_set(), "a plain request jumped the queue too"
+    assert job.wait(300).completion_ids == alone.completion_ids
+    assert plain.wait(300).completion_tokens >= 1
+
+
 def test_int8_kernels_still_serve_a_peft_adapter(model_ready: None, tmp_path: Path) -> None:
     from rsi.models.server.engine import Engine
     from rsi.models.sizing import size_server

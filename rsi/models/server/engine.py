@@ -367,12 +367,18 @@ class Engine:
         return self.sizing.speculate > 0 and len(batch.rows) == 1 and batch.rows[0].pad == 0
 
     def _next_job(self) -> Job | None:
-        """The next queued job that may join the running batch now, else None."""
+        """The next queued job to serve now, else None: a choice request first (it is one prefill and never
+        takes a batch row, so it runs between decode steps whatever the batch holds: a MoL route hop does not
+        wait behind another trial's whole answer), else the oldest job that may join the running batch."""
         with self._cv:
             if any(j.cancelled.is_set() for j in self._pending):  # given up while queued: gone now
                 for j in [j for j in self._pending if j.cancelled.is_set()]:
                     self._pending.remove(j)
                     j._resolve(error=Cancelled())
+            choice = next((j for j in self._pending if j.request.choice is not None), None)
+            if choice is not None:
+                self._pending.remove(choice)
+                return choice
             if not self._pending or len(self._batch) >= self.max_batch:
                 return None
             job = self._pending[0]
