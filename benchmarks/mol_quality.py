@@ -130,7 +130,8 @@ def rates(job: dict[str, Any], fam_of: dict[str, str]) -> dict[str, dict[str, li
     """generation -> family -> [passes, graded trials] (infra errors left out)."""
     out: dict[str, dict[str, list[int]]] = {}
     for t in job["trials"]:
-        if t["error_type"] in ("sandbox_error", "model_unavailable", "environment_build_failed"):
+        if t["error_type"] in ("sandbox_error", "model_unavailable", "environment_build_failed", "node_lost",
+                               "cancelled"):
             continue
         acc = out.setdefault(t["generation"], {}).setdefault(fam_of[t["task"]], [0, 0])
         acc[0] += bool(t["passed"])
