@@ -19,9 +19,8 @@ only in how the weights are shared.
 Prints one line per figure; the workspace is kept when `--keep DIR` is given (every trial can be opened with
 `rsi -w DIR view`).
 
-Status (5 December): written and its set-up run (tasks, demonstrations, routing examples, workspace); **not yet
-run to the end**: on this 2-core machine one 48-step LoRA on a dozen trajectories took ~40 min, so seven adapters
-need a quieter or bigger machine (or `--steps` small, which measures little). No figure from it is reported.
+Measured once (5 December, README "Mixture-of-LoRA"): 77 min of running on the 2-core box, mostly training (a 24-step
+adapter takes about 3 min alone; two CPU jobs at once slow it tenfold, so run it alone).
 """
 
 from __future__ import annotations
