@@ -170,6 +170,7 @@ def test_a_choice_request_is_served_between_decode_steps_of_a_full_batch(engine:
 
     long = [{"role": "user", "content": "Count from 1 to 5000, one number per line."}]
     alone = engine.generate(_req(engine, long, max_tokens=120), timeout=300)
+    assert alone.completion_tokens >= 60, "precondition: the long answer must outlast one route hop"
     job = engine.submit(_req(engine, long, max_tokens=120))
     deadline = time.monotonic() + 60
     while engine.info()["running"] == 0:  # the long answer holds the batch's one row
