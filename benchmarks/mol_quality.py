@@ -126,11 +126,13 @@ def rsi(root: Path, *args: str, env: dict[str, str], timeout: float = 5400) -> A
 
 
 def rates(job: dict[str, Any], fam_of: dict[str, str]) -> dict[str, dict[str, list[int]]]:
-    """generation -> family -> [passes, graded trials] (infra errors left out)."""
+    """generation -> family -> [passes, graded trials] (infra errors and failed environment builds left out:
+    neither is a verdict on the model)."""
+    from rsi.core.trial import is_infra
+
     out: dict[str, dict[str, list[int]]] = {}
     for t in job["trials"]:
-        if t["error_type"] in ("sandbox_error", "model_unavailable", "environment_build_failed", "node_lost",
-                               "cancelled"):
+        if is_infra(t["error_type"]) or t["error_type"] == "environment_build_failed":
             continue
         acc = out.setdefault(t["generation"], {}).setdefault(fam_of[t["task"]], [0, 0])
         acc[0] += bool(t["passed"])
