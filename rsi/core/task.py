@@ -28,6 +28,7 @@ def _resolve(mode: str | None) -> Network | None:
         return None
     return _ALIASES.get(mode, mode)  # type: ignore[arg-type, return-value]
 Split = Literal["train", "holdout"]
+HoldoutPart = Literal["in_skill", "unseen"]
 
 
 class _Loose(RsiModel):
@@ -43,6 +44,13 @@ class RsiMetadata(RsiModel):
     template: str | None = None  # `<family>/<template>`: the unit of evaluation (DESIGN §4.1)
     difficulty: int = Field(default=1, ge=0, le=10)
     split: Split = "train"
+    # which wording of the template's instruction the task uses (0-based), and how many it has: the last
+    # `promotion.holdout_phrasings` wordings of a template are never trained on (the in-skill holdout's)
+    phrasing: int | None = Field(default=None, ge=0)
+    phrasings: int | None = Field(default=None, ge=1)
+    # a holdout task's part: `in_skill` (a train template in a held-out phrasing: the superiority gate) or
+    # `unseen` (a template never trained on: non-inferiority, reported as transfer); None on train tasks
+    holdout_part: HoldoutPart | None = None
     generator: str | None = None
     seed: int | None = None
     parent_task: str | None = None
