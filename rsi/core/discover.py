@@ -3,8 +3,9 @@ the per-family curriculum (BACKGROUND §3.2.3, DESIGN §1).
 
 A generator writes a `TaskDraft`: the Harbor task's parts plus one or more known-wrong solutions
 (plausible but wrong answers the gate runs and which never ship in the task). `render_task` turns
-a draft into the task's files, `task.toml` included, so `(generator, seed, difficulty)` always
-gives the same bytes and the same digest. Nothing here reads or writes files.
+a draft into the task's files, `task.toml` included, so `(generator, seed, difficulty, template,
+phrasing side)` always gives the same bytes and the same digest. `draft_placement` decides a draft's split
+and holdout part from its template and phrasing (`phrasing_side`). Nothing here reads or writes files.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ from pydantic import ConfigDict, Field
 from rsi.core.contract import Contract, HoldoutUnit
 from rsi.core.digest import digest_files, digest_obj
 from rsi.core.model import RsiModel
-from rsi.core.task import Split, TaskSpec
+from rsi.core.task import HoldoutPart, Split, TaskSpec
+
+# Which of a template's phrasings a generator request may draw: the train ones, the held-out ones (the last
+# `promotion.holdout_phrasings`), or any.
+PhrasingSide = Literal["train", "holdout", "any"]
 
 # generated -> checked (the oracle passed every run) -> valid (nop and known-wrong fail) -> admitted;
 # or rejected / dropped on the way.
@@ -58,6 +63,9 @@ class TaskDraft(RsiModel):
     difficulty: int = Field(ge=0, le=10)
     seed: int | None = None
     parent_task: str | None = None
+    # which wording of the template's instruction (0-based) of how many it has (None: not a template's)
+    phrasing: int | None = Field(default=None, ge=0)
+    phrasings: int | None = Field(default=None, ge=1)
     instruction: str
     dockerfile: str
     env_files: dict[str, str] = Field(default_factory=dict)  # relative to environment/
@@ -77,7 +85,11 @@ class TaskDraft(RsiModel):
         """A short stable key of what the generator was asked for (or wrote, without a seed)."""
         if self.seed is not None:
             asked: list[object] = [self.generator, self.seed, self.difficulty, self.parent_task]
-            return digest_obj([*asked, self.template] if self.template else asked)[:8]
+            if self.template:
+                asked.append(self.template)
+            if self.phrasing is not None:  # one seed drawn on the train and on the held-out side: two tasks
+                asked.append(self.phrasing)
+            return digest_obj(asked)[:8]
         return digest_obj(self.model_dump(mode="json"))[:8]
 
     def name(self) -> str:
@@ -92,7 +104,8 @@ def _toml_list(values: Iterable[str]) -> str:
     return "[" + ", ".join(_toml_str(v) for v in values) + "]"
 
 
-def render_task_toml(d: TaskDraft, *, name: str, split: Split, discovered_by: str | None) -> str:
+def render_task_toml(d: TaskDraft, *, name: str, split: Split, discovered_by: str | None,
+                     holdout_part: HoldoutPart | None = None) -> str:
     lines = [
         'version = "1.0"',
         "",
@@ -109,6 +122,9 @@ def render_task_toml(d: TaskDraft, *, name: str, split: Split, discovered_by: st
         *([f"template = {_toml_str(d.template)}"] if d.template else []),
         f"difficulty = {d.difficulty}",
         f"split = {_toml_str(split)}",
+        *([f"holdout_part = {_toml_str(holdout_part)}"] if split == "holdout" and holdout_part else []),
+        *([f"phrasing = {d.phrasing}", f"phrasings = {d.phrasings}"]
+          if d.phrasing is not None and d.phrasings is not None else []),
         f"generator = {_toml_str(d.generator)}",
     ]
     if d.seed is not None:
@@ -140,11 +156,13 @@ def render_task_toml(d: TaskDraft, *, name: str, split: Split, discovered_by: st
     return "\n".join(lines)
 
 
-def render_task(d: TaskDraft, *, name: str, split: Split, discovered_by: str | None) -> dict[str, str]:
+def render_task(d: TaskDraft, *, name: str, split: Split, discovered_by: str | None,
+                holdout_part: HoldoutPart | None = None) -> dict[str, str]:
     """The task directory's files (relative path -> text). Known-wrong solutions are not among them."""
     files = {
         "instruction.md": d.instruction.rstrip() + "\n",
-        "task.toml": render_task_toml(d, name=name, split=split, discovered_by=discovered_by),
+        "task.toml": render_task_toml(d, name=name, split=split, discovered_by=discovered_by,
+                                      holdout_part=holdout_part),
         "environment/Dockerfile": d.dockerfile,
         "tests/test.sh": d.test_sh,
         "solution/solve.sh": d.solve_sh,
@@ -188,6 +206,33 @@ def draft_split(d: TaskDraft, name: str, holdout_fraction: float, unit: HoldoutU
     if unit == "family":
         return unit_split("family", d.family, holdout_fraction)
     return split_of(content_digest(render_task(d, name=name, split="train", discovered_by=None)), holdout_fraction)
+
+
+def phrasing_side(i: int, n: int, holdout_phrasings: int) -> Split:
+    """The side of phrasing `i` of a template's `n`: the last `holdout_phrasings` are held out (`holdout`:
+    never trained on, the in-skill holdout's words), the rest are `train`. Pure, so every caller agrees."""
+    if not 0 <= i < n:
+        raise ValueError(f"phrasing {i} is not one of 0..{n - 1}")
+    return "holdout" if i >= n - holdout_phrasings else "train"
+
+
+def phrasings_on(side: PhrasingSide, n: int, holdout_phrasings: int) -> list[int]:
+    """The phrasings (indices of `n`) a request for `side` may draw; empty when the side has none."""
+    return [i for i in range(n) if side == "any" or phrasing_side(i, n, holdout_phrasings) == side]
+
+
+def draft_placement(d: TaskDraft, name: str, holdout_fraction: float, unit: HoldoutUnit = "task",
+                    holdout_phrasings: int = 0) -> tuple[Split, HoldoutPart | None]:
+    """Where a draft goes: `train`, or `holdout` with its part. A template (family, task) the unit split
+    holds out is `unseen` whatever its phrasing; a train template's draft in a held-out phrasing is `in_skill`
+    (the skill was trained, these words never were); the rest is `train`. So no unseen template ever has a
+    train task and no train task uses a held-out phrasing, whatever the generator was asked for."""
+    if draft_split(d, name, holdout_fraction, unit) == "holdout":
+        return "holdout", "unseen"
+    if d.phrasing is not None and d.phrasings is not None \
+            and phrasing_side(d.phrasing, d.phrasings, holdout_phrasings) == "holdout":
+        return "holdout", "in_skill"
+    return "train", None
 
 
 def contract_overreach(spec: TaskSpec, contract: Contract) -> list[str]:

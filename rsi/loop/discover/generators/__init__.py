@@ -3,8 +3,9 @@ known ones).
 
 A generator turns a `GenRequest` (seed, difficulty, family, the pool, a proposer endpoint) into a
 `TaskDraft` (rsi.core.discover): a Harbor task plus known-wrong solutions. Procedural generators are
-pure functions of (seed, difficulty): the seed draws one of the level's templates (or the request names
-one, `template`), so a draft reproduces byte for byte; `mutate` moves a pool
+pure functions of (seed, difficulty, template, phrasing side): the seed draws one of the level's templates
+(or the request names one, `template`) and one of its phrasings on the requested side, so a draft
+reproduces byte for byte; `mutate` moves a pool
 task's difficulty knob; `model` asks an LLM to write a task. A generator that cannot produce a task
 raises `GeneratorError` (the candidate is recorded as rejected, the run goes on).
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from rsi.core.discover import TaskDraft
+from rsi.core.discover import PhrasingSide, TaskDraft
 from rsi.core.errors import RsiError
 from rsi.core.registry import Registry
 
@@ -64,6 +65,10 @@ class GenRequest:
     # `<family>/<template>`: that template instead of the one the seed draws (procedural generators only;
     # holdout-only discovery asks for holdout templates this way)
     template: str | None = None
+    # which of the template's phrasings to draw (procedural generators): `train` for train tasks, `holdout`
+    # (the last `holdout_phrasings`) for the in-skill holdout, `any` for a template never trained on
+    phrasing_side: PhrasingSide = "any"
+    holdout_phrasings: int = 1
 
 
 class Generator(Protocol):

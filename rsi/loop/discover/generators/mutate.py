@@ -34,7 +34,8 @@ class MutateGenerator:
         if level not in family.levels:
             raise GeneratorError(f"mutate: {parent.name} is at difficulty {parent.difficulty}; "
                                  f"{family.name} has no level {level}")
-        draft = family.generate(GenRequest(seed=parent.seed or 0, difficulty=level))
+        draft = family.generate(GenRequest(seed=parent.seed or 0, difficulty=level, phrasing_side=req.phrasing_side,
+                                           holdout_phrasings=req.holdout_phrasings))
         return draft.model_copy(update={"parent_task": parent.name, "tags": [*draft.tags, "mutated"]})
 
 

@@ -4,7 +4,8 @@ difficulty)` reproduces a task byte for byte.
 A family holds *templates*, each at one level: a distinct operation with its own output shape (files:
 create, append, copy, delete, chmod, ...; text: count lines, head, sort, dedupe, ...). Levels 1 and 2
 offer several templates each, levels 3 and 4 one; the seed draws the template, then the template draws
-its names, data and one of its 3+ phrasings of the instruction. A task records its template id
+its names, data and one of its phrasings of the instruction (4+ at levels 1 and 2) on the side the request
+asks for (`GenRequest.phrasing_side`: the last `holdout_phrasings` are the in-skill holdout's only). A task records its template id
 (`<family>/<template>`): the unit of evaluation, so the holdout split can keep whole templates apart.
 
 Level 1 of every family is one obvious command with every name given (the reach of a 135M model);
@@ -21,7 +22,7 @@ import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from rsi.core.discover import TaskDraft
+from rsi.core.discover import PhrasingSide, TaskDraft, phrasings_on
 from rsi.loop.discover.generators import GENERATORS, GeneratorError, GenRequest
 
 WORDS = (
@@ -109,7 +110,8 @@ def q(s: str) -> str:
 class Level:
     """What one template writes for one seed; `generate` fills the generator's name, family and knobs.
 
-    `phrasing` is (which, of how many) instruction wordings the template drew (tests check there are 3+).
+    `phrasing` is (which, of how many) instruction wordings the template drew (tests check there are 4+ at
+    levels 1 and 2, 3+ above); the task records both, and the split holds the last ones out.
     """
 
     instruction: str
@@ -125,10 +127,23 @@ class Level:
 LevelFn = Callable[[random.Random], Level]
 
 
+class TemplateRng(random.Random):
+    """The seeded RNG a template draws from, told which of its phrasings it may use (`say` reads it)."""
+
+    side: PhrasingSide = "any"
+    holdout_phrasings: int = 0
+
+
 def say(rng: random.Random, phrasings: Sequence[str], **fields: object) -> tuple[str, tuple[int, int]]:
-    """One of a template's phrasings, drawn by the seed, filled with `fields`; and (which, how many)."""
-    i = rng.randrange(len(phrasings))
-    return phrasings[i].format(**fields), (i, len(phrasings))
+    """One of a template's phrasings, drawn by the seed among those on the requested side (a plain RNG: any),
+    filled with `fields`; and (which, how many)."""
+    n = len(phrasings)
+    side, held = (rng.side, rng.holdout_phrasings) if isinstance(rng, TemplateRng) else ("any", 0)
+    allowed = phrasings_on(side, n, held)
+    if not allowed:
+        raise GeneratorError(f"no {side} phrasing among {n} with {held} held out")
+    i = allowed[rng.randrange(len(allowed))]
+    return phrasings[i].format(**fields), (i, n)
 
 
 @dataclass(frozen=True)
@@ -187,11 +202,13 @@ class ProceduralFamily:
             # A string seed is hashed with sha512 by `random`: the same on every run and platform.
             tpl = random.Random(f"{self.name}:{req.seed}:{req.difficulty}").choice(levels[req.difficulty])
         # The instance depends on (template, seed, level) only, however the template was chosen.
-        rng = random.Random(f"{self.name}:{tpl.id}:{req.seed}:{req.difficulty}")
+        # The phrasing is drawn among those on the requested side only.
+        rng = TemplateRng(f"{self.name}:{tpl.id}:{req.seed}:{req.difficulty}")
+        rng.side, rng.holdout_phrasings = req.phrasing_side, req.holdout_phrasings
         lv = _name_answer(tpl.fn(rng), rng)
         return TaskDraft(
             generator=self.name, family=self.family, template=f"{self.family}/{tpl.id}", difficulty=req.difficulty,
-            seed=req.seed, instruction=lv.instruction, dockerfile=dockerfile(lv.env_files), env_files=lv.env_files,
+            seed=req.seed, phrasing=lv.phrasing[0], phrasings=lv.phrasing[1], instruction=lv.instruction, dockerfile=dockerfile(lv.env_files), env_files=lv.env_files,
             test_sh=verifier(lv.test_checks, lv.what), solve_sh=script(lv.solve),
             known_wrong=[script(w) for w in lv.wrong], reads=lv.reads, tags=[self.family, f"level-{req.difficulty}"],
         )
