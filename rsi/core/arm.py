@@ -16,6 +16,18 @@ from pydantic import ConfigDict, Field
 from rsi.core.digest import digest_obj
 from rsi.core.model import RsiModel
 
+# Agents whose trials measure the model-harness pair: the production harness and, later, an external harness
+# behind the recording gateway. Every other agent is a control or a data source (oracle, nop, known_wrong,
+# oracle-replay, hinted, ...): its passes say something about the task or feed training, never score a
+# generation. Every pass rate rsi shows for a generation counts these agents' arms only
+# (rsi.store.queries_rates).
+MODEL_AGENTS: frozenset[str] = frozenset({"harness", "external"})
+
+
+def is_model_arm(agent: str) -> bool:
+    """Whether trials of `agent` count toward a generation's pass rate (else: a control, shown apart)."""
+    return agent in MODEL_AGENTS
+
 
 class Arm(RsiModel):
     """What acts in a trial. Equal arms have equal ids."""
