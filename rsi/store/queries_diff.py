@@ -16,16 +16,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from rsi.core.errors import NotFoundError
-from rsi.core.generation import GenerationManifest
-from rsi.core.trial import BLAME
+from rsi.store.queries_rates import DONE, INFRA_ERROR_TYPES, INFRA_SQL, PROBE_JOBS, RateQueries
 
-# error types blamed on infrastructure: such trials are neither a pass nor a failure of the model
-INFRA_ERROR_TYPES: tuple[str, ...] = tuple(sorted(e.value for e, blame in BLAME.items() if blame == "infra"))
-INFRA_SQL = "(" + ", ".join(f"'{e}'" for e in INFRA_ERROR_TYPES) + ")"  # a SQL list of them
-PROBE_JOBS = ("SELECT id FROM jobs WHERE kind = 'discover' OR parent_job IN "
-              "(SELECT id FROM jobs WHERE kind = 'discover')")
-DONE = "done"  # rsi.core.trial.TrialStatus.DONE
 NO_INDEX_CFG = "(harness_config_digest || '')"
 
 
@@ -33,21 +25,10 @@ def _cfg_clause(config_digest: str | None, column: str = "harness_config_digest"
     return f"{column} IS NULL" if config_digest is None else f"{column} = :cfg"
 
 
-class DiffQueries:
+class DiffQueries(RateQueries):
     """`rsi diff`'s reads over `_tuples`, which the class that mixes this in provides."""
 
-    def _tuples(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
-
-    # generations, configs, training runs ------------------------------------------------------
-    def generation_manifest(self, gen_id: str) -> GenerationManifest:
-        """A generation's manifest; NotFoundError naming the known ones."""
-        rows = self._tuples("SELECT manifest_json FROM generations WHERE id = :id", {"id": gen_id})
-        if not rows:
-            known = ", ".join(r[0] for r in self._tuples("SELECT id FROM generations ORDER BY id")) or "(none)"
-            raise NotFoundError(f"unknown generation '{gen_id}'; known: {known}")
-        return GenerationManifest.model_validate_json(rows[0][0])
-
+    # configs, training runs (generation manifests: RateQueries) -------------------------------
     def config_yaml(self, digest: str) -> str | None:
         """A stored harness config's canonical YAML by digest; None when it is not stored."""
         rows = self._tuples("SELECT canonical_yaml FROM configs WHERE digest = :d", {"d": digest})
