@@ -24,7 +24,14 @@ def run(
     paths: Annotated[list[Path] | None, typer.Argument(help="Task directories or directories of tasks.")] = None,
     agent: Annotated[
         str | None,
-        typer.Option("--agent", "-a", help="oracle | nop | harness (default: oracle, or the job's on --resume)"),
+        typer.Option("--agent", "-a", help="oracle | nop | harness | oracle-replay (the reference as harness "
+                                            "turns) | hinted (the model with a hint) (default: oracle, or the "
+                                            "job's on --resume)"),
+    ] = None,
+    variant: Annotated[
+        str | None,
+        typer.Option("--variant", help="The arm's variant: hint-1 | hint-2 | hint-3 for --agent hinted (default "
+                                       "hint-3: the whole reference as the hint)."),
     ] = None,
     k: Annotated[int, typer.Option("-k", "--attempts", help="Attempts per task.")] = 1,
     n: Annotated[int, typer.Option("-n", "--concurrency", help="Trials at a time.")] = 1,
@@ -51,7 +58,7 @@ def run(
     from rsi.loop.run import RunRequest, run_job
     from rsi.report.jobs import job_json
 
-    req = RunRequest(paths=list(paths or []), agent=agent, attempts=k, concurrency=n, generations=list(gen or []),
+    req = RunRequest(paths=list(paths or []), agent=agent, variant=variant, attempts=k, concurrency=n, generations=list(gen or []),
                      configs=list(config or []), resume=resume, budget=budget, budget_unit=unit)
     with errors():
         wctx = open_context(ctx)

@@ -152,6 +152,14 @@ class HarnessAgent:
         n_shots = len(config.prompt.few_shot)
         rec.add("system", head[0]["content"])
         rec.add("user", head[-1]["content"])
+        hint = ctx.extra.get("hint")  # a hinted rollout (rsi.harness.replay): one message production lacks
+        if hint is not None:
+            if mol is not None:
+                raise AgentSetupError("hinted rollouts are not supported for Mixture-of-LoRA generations")
+            rec.add("user", hint["text"])
+            rec.rsi_extra["hint"] = {**hint, "index": len(head)}
+            history = factory([*head, {"role": "user", "content": hint["text"]}]) if factory else make_history(
+                config.loop.history, [*head, {"role": "user", "content": hint["text"]}], viewer=model_name)
         rec.rsi_extra.update(
             task=ctx.task.name,
             task_digest=ctx.task.digest,
@@ -160,6 +168,8 @@ class HarnessAgent:
             model_name=model_name,
             harness_config_name=config.name,
             harness_config_digest=outcome.harness_config_digest,
+            # who chose the actions (DESIGN §12): the model (`self`), the model with a hint, or the reference
+            source=ctx.extra.get("source", "self"),
             contract=ctx.contract.hcp,
             action_format=config.action_format,
             history=config.loop.history,

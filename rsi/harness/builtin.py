@@ -121,7 +121,9 @@ AGENTS.add("known_wrong", KnownWrongAgent)
 
 
 def load_agents() -> list[str]:
-    """Register every agent (`oracle`, `nop`, and `harness` from loop.py); return their names."""
+    """Register every agent (`oracle`, `nop`, `harness` from agent_loop.py, `oracle-replay` and `hinted` from
+    replay.py); return their names."""
     import rsi.harness.agent_loop  # noqa: F401  (registers "harness" on import)
+    import rsi.harness.replay  # noqa: F401  (registers "oracle-replay" and "hinted")
 
     return AGENTS.names()

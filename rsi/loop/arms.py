@@ -29,15 +29,20 @@ class ArmPlan:
     config: HarnessConfig | None = None
 
 
+# agents that act through a harness config: the model, and the two training-data sources that use the
+# serving config's prompts (rsi.harness.replay: the reference replayed, the model with a hint)
+CONFIG_AGENTS = ("harness", "oracle-replay", "hinted")
+
+
 def resolve_arms(
-    ctx: WorkspaceContext, agent: str, generations: list[str], configs: list[Path]
+    ctx: WorkspaceContext, agent: str, generations: list[str], configs: list[Path], variant: str | None = None,
 ) -> list[ArmPlan]:
     """One arm per generation x config; a config file is stored by digest before it is used."""
     gens = [ctx.generation(g) for g in generations] or [ctx.generation(None)]
-    if agent != "harness":
+    if agent not in CONFIG_AGENTS:
         if configs:
-            raise InputError("--config", None, f"only the harness agent runs a harness config, not '{agent}'")
-        return [ArmPlan(Arm(agent=agent, generation=g.id), g) for g in _unique(gens)]
+            raise InputError("--config", None, f"only {', '.join(CONFIG_AGENTS)} run a harness config, not '{agent}'")
+        return [ArmPlan(Arm(agent=agent, generation=g.id, variant=variant), g) for g in _unique(gens)]
     plans: list[ArmPlan] = []
     for g in _unique(gens):
         if configs:
@@ -45,10 +50,11 @@ def resolve_arms(
                 cfg = load_harness_config(path)
                 check_config(cfg, ctx.contract, path)
                 digest = ctx.register_config(cfg, source=str(path.resolve()))
-                plans.append(ArmPlan(Arm(agent=agent, generation=g.id, config_digest=digest), g, cfg))
+                plans.append(ArmPlan(Arm(agent=agent, generation=g.id, config_digest=digest, variant=variant), g, cfg))
         else:
             cfg = ctx.harness_config_for(g)
-            plans.append(ArmPlan(Arm(agent=agent, generation=g.id, config_digest=cfg.digest()), g, cfg))
+            plans.append(ArmPlan(Arm(agent=agent, generation=g.id, config_digest=cfg.digest(), variant=variant),
+                                 g, cfg))
     seen: set[str] = set()
     return [p for p in plans if not (p.arm.id in seen or seen.add(p.arm.id))]  # type: ignore[func-returns-value]
 

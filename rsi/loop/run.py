@@ -53,6 +53,7 @@ BREAKER_TYPES = {ErrorType.MODEL_UNAVAILABLE.value, ErrorType.SANDBOX_ERROR.valu
 class RunRequest:
     paths: list[Path]
     agent: str | None = None  # default: the resumed job's agent, else "oracle"
+    variant: str | None = None  # the arms' variant label (the `hinted` agent's `hint-<level>`)
     attempts: int = 1
     concurrency: int = 1
     generation: str | None = None
@@ -144,7 +145,18 @@ def run_job(
         arm_plans = req.arm_plans
     else:
         gens = list(req.generations) + ([req.generation] if req.generation else [])
-        arm_plans = resolve_arms(ctx, req.agent or "oracle", gens, list(req.configs))
+        agent = req.agent or "oracle"
+        variant = req.variant
+        if agent == "hinted" and variant is None:
+            variant = "hint-3"
+        if variant is not None and agent == "hinted":
+            from rsi.harness.replay import hint_level
+
+            try:
+                hint_level(variant)
+            except RsiError as e:
+                raise InputError("--variant", None, str(e)) from None
+        arm_plans = resolve_arms(ctx, agent, gens, list(req.configs), variant=variant)
 
     # The substrate must answer before anything is written: a refused job leaves no rows behind.
     from rsi.sandbox.base_image import resolve_base_image
