@@ -76,16 +76,21 @@ def test_template_reproduces_byte_for_byte_and_records_its_id(family: str, templ
 
 
 @pytest.mark.parametrize(("family", "template"), TEMPLATES, ids=IDS)
-def test_template_has_three_or_more_phrasings_drawn_by_the_seed(family: str, template: Template) -> None:
+def test_template_has_four_or_more_phrasings_drawn_by_the_seed(family: str, template: Template) -> None:
     seen: dict[int, str] = {}
     count = 0
-    for seed in range(60):
+    for seed in range(80):
         lv = template.fn(random.Random(f"phrasing:{seed}"))
         which, count = lv.phrasing
         seen.setdefault(which, lv.instruction)
-    assert count >= 3 and len(seen) == count, (family, template.id, lv.phrasing)
+    # levels 1 and 2 (what the demo trains on) hold one phrasing out and keep 3+ to train on
+    assert count >= (4 if template.level <= 2 else 3) and len(seen) == count, (family, template.id, lv.phrasing)
     # the phrasings differ in wording, not only in names: blank the names and compare
     assert len({_shape(text) for text in seen.values()}) == count
+    # and not by one swapped word: any two differ in 6 or more words (as sets, names blanked)
+    words = {i: set(re.findall(r"[a-z]+", _shape(t).lower())) for i, t in seen.items()}
+    close = [(i, j, sorted(words[i] ^ words[j])) for i in words for j in words if i < j and len(words[i] ^ words[j]) < 6]
+    assert not close, (family, template.id, close)
 
 
 @pytest.mark.parametrize(("family", "template"), TEMPLATES, ids=IDS)

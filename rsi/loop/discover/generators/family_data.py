@@ -40,6 +40,7 @@ def json_field(rng: random.Random) -> Level:
         "`{path}` holds a JSON object. Write the value of its `{key}` field to `/app/answer.txt`.",
         "Read the `{key}` field of the JSON object in `{path}` and save its value in `/app/answer.txt`.",
         "What is `{key}` in `{path}`? Put that value (just the value) into `/app/answer.txt`.",
+        "Look up the key `{key}` in the JSON document `{path}` and write what it holds to `/app/answer.txt`.",
     ], path=path, key=key)
     return Level(
         instruction=instruction, env_files={f"{f}.json": json.dumps({k: obj[k] for k in keys}, indent=2) + "\n"},
@@ -69,6 +70,8 @@ def csv_rows(rng: random.Random) -> Level:
         "Count the records in the CSV file `{path}`, leaving out its header line, and save the count in "
         "`/app/answer.txt`.",
         "How many rows of data does `{path}` have below its header? Put the number into `/app/answer.txt`.",
+        "Ignoring the first (header) line, how many lines of data are in `{path}`? Record the figure in "
+        "`/app/answer.txt`.",
     ], path=path)
     return Level(
         instruction=instruction, env_files={f"{f}.csv": _csv_text(header, rows)},
@@ -89,6 +92,8 @@ def json_keys(rng: random.Random) -> Level:
         "List the field names of the JSON object in `{path}` in alphabetical order, one per line, in "
         "`/app/answer.txt`.",
         "Save the alphabetically sorted keys of the object in `{path}` to `/app/answer.txt`, one key per line.",
+        "Print every top-level key of the JSON object stored in `{path}` into `/app/answer.txt`: A to Z, a "
+        "key per line.",
     ], path=path)
     return Level(
         instruction=instruction, env_files={f"{f}.json": json.dumps(obj, indent=2) + "\n"},
@@ -109,6 +114,8 @@ def csv_column(rng: random.Random) -> Level:
         "one per line, into `/app/answer.txt`.",
         "Save every value of the `{col}` column of `{path}` (columns `{header}`) to `/app/answer.txt`, one per "
         "line, leaving out the header.",
+        "From `{path}` (its first line reads `{header}`), pull out column `{col}` and write its entries below"
+        " the header, one on each line, to `/app/answer.txt`.",
     ], path=path, header=",".join(header), col=col)
     return Level(
         instruction=instruction, env_files={f"{f}.csv": _csv_text(header, rows)},
@@ -128,6 +135,7 @@ def json_len(rng: random.Random) -> Level:
         "`{path}` holds a JSON list. Write the number of items in it to `/app/answer.txt`.",
         "Count the entries of the JSON array in `{path}` and save the count in `/app/answer.txt`.",
         "How many objects does the list in `{path}` contain? Put the number into `/app/answer.txt`.",
+        "Tell me the length of the JSON array stored in `{path}` by writing it to `/app/answer.txt`.",
     ], path=path)
     return Level(
         instruction=instruction, env_files={f"{f}.json": json.dumps(items, indent=2) + "\n"},
@@ -150,6 +158,8 @@ def csv_sum(rng: random.Random) -> Level:
         "Add up the `{c2}` values of `{path}` (header `{c1},{c2},{c3}`) and save the total in `/app/answer.txt`.",
         "What is the total of column `{c2}` in `{path}` (columns `{c1},{c2},{c3}`)? Write it to "
         "`/app/answer.txt`.",
+        "Sum the numbers in column `{c2}` of the CSV `{path}` (first line `{c1},{c2},{c3}`) and record the "
+        "result in `/app/answer.txt`.",
     ], path=path, c1=c1, c2=c2, c3=c3)
     return Level(
         instruction=instruction, env_files={f"{f}.csv": _csv_text([c1, c2, c3], rows)},
@@ -183,6 +193,8 @@ def csv_max(rng: random.Random) -> Level:
         "`/app/answer.txt`.",
         "Which `{c0}` in `{path}` (columns `{header}`) has the biggest `{c1}`? Write just that `{c0}` to "
         "`/app/answer.txt`.",
+        "Look through `{path}` (first line `{header}`) for the maximum `{c1}`, and write the `{c0}` on that "
+        "row to `/app/answer.txt`.",
     ], path=path, header=",".join(header), c0=header[0], c1=header[1])
     return Level(
         instruction=instruction, env_files={f"{f}.csv": _csv_text(header, rows)},
@@ -212,6 +224,8 @@ def csv_sort(rng: random.Random) -> Level:
         "on top, as `{out}`.",
         "`{out}` should be `{src}` with the header kept as the first line and the other rows ordered by their "
         "`{col}` value, lowest first.",
+        "Reorder the data lines of `{src}` by ascending numeric `{col}` and write the file, header line "
+        "first, to `{out}`.",
     ], src=src, out=out, col=header[1])
     return Level(
         instruction=instruction, env_files={f"{f}.csv": text}, test_checks=lines_check(out, want),
@@ -241,6 +255,8 @@ def json_filter(rng: random.Random) -> Level:
         "to `/app/answer.txt`, one per line, in the order they appear.",
         "Which entries of `{path}` have a `{key}` larger than {t}? Save their names, one per line and in file "
         "order, in `/app/answer.txt`.",
+        "Go through the JSON array in `{path}`; for every item whose `{key}` exceeds {t}, write its `name` on"
+        " its own line of `/app/answer.txt`, keeping the array's order.",
     ], path=path, key=key, t=threshold)
     return Level(
         instruction=instruction, env_files={f"{f}.json": json.dumps(items, indent=2) + "\n"},
@@ -266,6 +282,8 @@ def csv_distinct(rng: random.Random) -> Level:
         "in `/app/answer.txt`.",
         "Count the unique `{col}` entries in `{path}` (each value once; the header is not a value) and write the "
         "count to `/app/answer.txt`.",
+        "Record in `/app/answer.txt` how many unique values column `{col}` of `{path}` (header `name,{col}`) "
+        "holds, counting each value once.",
     ], path=path, col=col)
     return Level(
         instruction=instruction, env_files={f"{f}.csv": f"name,{col}\n" + "".join(f"{u},{c}\n" for u, c in rows)},

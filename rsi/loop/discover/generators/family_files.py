@@ -34,6 +34,7 @@ def create(rng: random.Random) -> Level:
         "Create the file `{path}` containing exactly the text `{text}`.",
         "Write the text `{text}` into a new file `{path}` (nothing else in it).",
         "Make a file at `{path}` whose only content is `{text}`.",
+        "Put `{text}` in a brand-new file called `{path}`; that text is all the file may contain.",
     ], path=path, text=text)
     return Level(
         instruction=instruction, env_files={}, test_checks=answer_check(path, text),
@@ -50,6 +51,7 @@ def mkdir(rng: random.Random) -> Level:
         "Create a directory named `{d}`.",
         "Make the directory `{d}` (a directory, not a file).",
         "Add an empty directory at `{d}`.",
+        "I need an empty folder at `{d}`. Set it up.",
     ], d=d)
     checks = f"if not Path({d!r}).is_dir():\n    fail('{d} is not a directory')\n"
     return Level(
@@ -66,6 +68,7 @@ def copy(rng: random.Random) -> Level:
         "Copy `{src}` to `{dst}`; keep `{src}` as it is.",
         "Make `{dst}` an exact copy of `{src}` (leave the original in place).",
         "Duplicate the file `{src}` as `{dst}`. Both files must exist afterwards.",
+        "Back up `{src}` by copying it to `{dst}`; the original must remain untouched.",
     ], src=src, dst=dst)
     checks = (f"if read({src!r}) != {body!r}:\n    fail('{src} must stay where it is, unchanged')\n"
               f"if read({dst!r}) != {body!r}:\n    fail('{dst} is not an exact copy of {src}')\n")
@@ -84,6 +87,7 @@ def delete(rng: random.Random) -> Level:
         "Delete the file `{gone}`. Leave `{kept}` alone.",
         "Remove `{gone}` from the filesystem; `{kept}` must stay as it is.",
         "Get rid of `{gone}` (it must no longer exist), without touching `{kept}`.",
+        "`{gone}` is no longer needed: get it off the disk, but keep `{kept}` exactly as it is.",
     ], gone=gone, kept=kept)
     checks = (f"if Path({gone!r}).exists():\n    fail('{gone} still exists')\n"
               f"if read({kept!r}) != {body_b!r}:\n    fail('{kept} was changed or removed')\n")
@@ -102,6 +106,7 @@ def append(rng: random.Random) -> Level:
         "Append the line `{text}` to the end of `{path}`, keeping its current lines.",
         "Add `{text}` as a new last line of `{path}`.",
         "`{path}` has some lines; add one more line, `{text}`, after them.",
+        "Extend `{path}` by one line reading `{text}`; whatever lines are already there stay, in order.",
     ], path=path, text=text)
     return Level(
         instruction=instruction, env_files={f"{a}.txt": "\n".join(lines) + "\n"},
@@ -122,6 +127,7 @@ def rename(rng: random.Random) -> Level:
         "Rename the file `{src}` to `{dst}`. Its content must stay the same.",
         "Move `{src}` to the new name `{dst}` without changing its content.",
         "Give `{src}` the new name `{dst}` (the old name must disappear, the content stays).",
+        "From now on the file `{src}` should be called `{dst}`. Change its name, not its content.",
     ], src=src, dst=dst)
     checks = (f"if Path({src!r}).exists():\n    fail('{src} must no longer exist')\n"
               f"if read({dst!r}) != {body!r}:\n    fail('{dst} does not hold the original content')\n")
@@ -142,6 +148,7 @@ def nested(rng: random.Random) -> Level:
         "Make the nested path `{inner}/` and write `{text}` into `{path}`.",
         "Inside `/app`, build the directory chain `{a}/{b}/{c}` and put a file named `{f}.txt` holding the text "
         "`{text}` at its bottom.",
+        "Write `{text}` to `{path}`, creating any missing parent directories along the way.",
     ], inner=inner, f=f, text=text, path=path, a=a, b=b, c=c)
     return Level(
         instruction=instruction, env_files={}, test_checks=answer_check(path, text),
@@ -167,6 +174,7 @@ def chmod(rng: random.Random) -> Level:
         "Set the permissions of `{path}` to `{mode}` ({desc}).",
         "Change the mode of `{path}` so it is exactly `{mode}` in octal: {desc}.",
         "`{path}` must end up with permission bits `{mode}` ({desc}); do not change its content.",
+        "Using chmod, give `{path}` the octal permissions `{mode}` ({desc}); leave what it contains alone.",
     ], path=path, mode=mode, desc=desc)
     checks = ("import stat\n"
               f"got = oct(stat.S_IMODE(Path({path!r}).stat().st_mode))[2:] if Path({path!r}).is_file() else None\n"
@@ -188,6 +196,7 @@ def concat(rng: random.Random) -> Level:
         "Write the content of `{pa}` followed by the content of `{pb}` into `{pc}`.",
         "Concatenate `{pa}` and `{pb}`, in that order, into a new file `{pc}`.",
         "Create `{pc}` holding the lines of `{pa}` and then the lines of `{pb}`.",
+        "Join two files into `{pc}`: first everything from `{pa}`, then everything from `{pb}`.",
     ], pa=pa, pb=pb, pc=pc)
     return Level(
         instruction=instruction, env_files={f"{a}.txt": "\n".join(la) + "\n", f"{b}.txt": "\n".join(lb) + "\n"},
@@ -204,7 +213,10 @@ def listing(rng: random.Random) -> Level:
         "Write the names of the files in `/app/{d}`, one per line, sorted alphabetically, to `/app/answer.txt`.",
         "List the directory `/app/{d}` into `/app/answer.txt`: just the file names (no paths), one per line, in "
         "alphabetical order.",
-        "Put the alphabetically sorted names of the files in `/app/{d}` into `/app/answer.txt`, one name per line.",
+        "Produce a sorted directory listing of `/app/{d}` in `/app/answer.txt`: bare file names in alphabetical "
+        "order, each on a line of its own.",
+        "Which files are inside `/app/{d}`? Save their bare names to `/app/answer.txt`, A to Z, one on each "
+        "line.",
     ], d=d)
     return Level(
         instruction=instruction, env_files={f"{d}/{n}": f"{n}\n" for n in names},

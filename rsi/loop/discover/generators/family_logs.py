@@ -58,6 +58,7 @@ def grep_level(rng: random.Random) -> Level:
         "Write every line of `{src}` that contains the word `{level}` to `{dst}`, in the same order, unchanged.",
         "Copy the `{level}` lines of `{src}` (and only those) into `{dst}`, keeping their order.",
         "`{dst}` should hold exactly the lines of `{src}` with the level `{level}`, as they are.",
+        "Filter `{src}` down to its `{level}` lines and write them, untouched and in order, to `{dst}`.",
     ], src=src, level=level, dst=dst)
     return Level(
         instruction=instruction, env_files={f"{log}.log": _text(lines)}, test_checks=lines_check(dst, want),
@@ -87,6 +88,8 @@ def first_line(rng: random.Random) -> Level:
         "Write the first `{level}` line of `{src}` to `{dst}`, unchanged.",
         "Find the earliest line of `{src}` with the level `{level}` and save that whole line in `{dst}`.",
         "`{dst}` should hold one line: the first `{level}` entry of `{src}`, exactly as it appears.",
+        "Scan `{src}` from the top, stop at the first line whose level is `{level}`, and write that line as "
+        "it is to `{dst}`.",
     ], level=level, src=src, dst=dst)
     return Level(
         instruction=instruction, env_files={f"{log}.log": _text(lines)}, test_checks=lines_check(dst, [want]),
@@ -105,6 +108,8 @@ def last_line(rng: random.Random) -> Level:
         "Write the last `{level}` line of `{src}` to `{dst}`, unchanged.",
         "Find the most recent (last) line of `{src}` with the level `{level}` and save that whole line in `{dst}`.",
         "`{dst}` should hold one line: the final `{level}` entry of `{src}`, exactly as it appears.",
+        "Of all the `{level}` lines in `{src}`, take the one nearest the end and write it verbatim to "
+        "`{dst}`.",
     ], level=level, src=src, dst=dst)
     return Level(
         instruction=instruction, env_files={f"{log}.log": _text(lines)}, test_checks=lines_check(dst, [want]),
@@ -124,6 +129,7 @@ def exclude(rng: random.Random) -> Level:
         "Write every line of `{src}` except the `{level}` lines to `{dst}`, in the same order.",
         "Drop the `{level}`-level lines from `{src}` and save the remaining lines, unchanged, in `{dst}`.",
         "`{dst}` should be `{src}` without its `{level}` entries (all other lines kept as they are).",
+        "Filter out all `{level}` entries of `{src}`; write what is left, in its original order, to `{dst}`.",
     ], level=level, src=src, dst=dst)
     return Level(
         instruction=instruction, env_files={f"{log}.log": _text(lines)}, test_checks=lines_check(dst, want),
@@ -148,6 +154,7 @@ def count_level(rng: random.Random) -> Level:
         "Write the number of `{level}` lines in `{src}` to `/app/answer.txt`.",
         "Count the entries of `{src}` whose level is `{level}` and save the count in `/app/answer.txt`.",
         "How many `{level}` lines does `{src}` have? Put the number into `/app/answer.txt`.",
+        "Tally the `{level}` entries in the log `{src}` and record that figure in `/app/answer.txt`.",
     ], level=level, src=src)
     return Level(
         instruction=instruction, env_files={f"{log}.log": _text(_fmt(entries))},
@@ -171,6 +178,8 @@ def users(rng: random.Random) -> Level:
         "line, in `/app/answer.txt`.",
         "Which users occur in `{src}`? Save their names, each once and sorted A to Z, without the `user=` prefix, "
         "to `/app/answer.txt`.",
+        "Collect the user names from the `user=NAME` fields of `{src}` and write them to `/app/answer.txt`: "
+        "no duplicates, A to Z, only the names, a name per line.",
     ], src=src)
     return Level(
         instruction=instruction, env_files={f"{log}.log": _text(_fmt(entries))},
@@ -199,6 +208,8 @@ def per_level(rng: random.Random) -> Level:
         "space, how many lines have it; levels in alphabetical order.",
         "`/app/answer.txt` should tally `{src}` by level: lines like `WARN 2` (level, space, count), one per level, "
         "alphabetically by level.",
+        "Make a per-level summary of `{src}` in `/app/answer.txt`: for each level found (2nd field), a line "
+        "`LEVEL COUNT`, ordered by level name.",
     ], src=src)
     return Level(
         instruction=instruction, env_files={f"{log}.log": _text(_fmt(entries))},
@@ -225,6 +236,8 @@ def messages(rng: random.Random) -> Level:
         "keeping the order.",
         "`{dst}` should list the messages (everything after the user field) of the `{level}` lines of `{src}`, "
         "one per line.",
+        "Pull out the message text (what comes after `user=NAME`) from each `{level}` line in `{src}` and "
+        "write those texts, in log order, a text per line, to `{dst}`.",
     ], level=level, src=src, dst=dst)
     return Level(
         instruction=instruction, env_files={f"{log}.log": _text(lines)}, test_checks=lines_check(dst, want),

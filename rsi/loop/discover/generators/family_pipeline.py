@@ -41,6 +41,7 @@ def count_ext(rng: random.Random) -> Level:
         "Write the number of files in `/app/{d}` whose names end in `.{ext}` to `/app/answer.txt`.",
         "Count the `.{ext}` files in the directory `/app/{d}` and save the count in `/app/answer.txt`.",
         "How many files with the extension `.{ext}` does `/app/{d}` hold? Put the number into `/app/answer.txt`.",
+        "Tell me how many `.{ext}` files sit in `/app/{d}` by writing that figure to `/app/answer.txt`.",
     ], d=d, ext=ext)
     return Level(
         instruction=instruction, env_files=env, test_checks=answer_check("/app/answer.txt", str(n)),
@@ -66,6 +67,8 @@ def largest_file(rng: random.Random) -> Level:
         "Write the name of the largest file (in bytes) in `/app/{d}` to `/app/answer.txt` (just the file name).",
         "Which file in `/app/{d}` is the biggest? Save its name, without the directory, in `/app/answer.txt`.",
         "Find the file with the most bytes in `/app/{d}` and write its bare file name to `/app/answer.txt`.",
+        "Look at the sizes of the files in `/app/{d}` and write the name of the heaviest one, with no "
+        "directory part, to `/app/answer.txt`.",
     ], d=d)
     return Level(
         instruction=instruction, env_files=env, test_checks=answer_check("/app/answer.txt", big),
@@ -89,6 +92,8 @@ def total_lines(rng: random.Random) -> Level:
         "`/app/answer.txt`.",
         "How many lines do the `.txt` files of `/app/{d}` have altogether? Write only that number to "
         "`/app/answer.txt`.",
+        "Combine every `.txt` file under `/app/{d}` and record how many lines they make together, as a bare "
+        "figure, in `/app/answer.txt`.",
     ], d=d)
     return Level(
         instruction=instruction, env_files=env, test_checks=answer_check("/app/answer.txt", str(n)),
@@ -111,6 +116,8 @@ def find_path(rng: random.Random) -> Level:
         "`/app/answer.txt`.",
         "`/app/answer.txt` should hold the absolute path of the file `{target}.txt`, which is hidden in a "
         "subdirectory of `/app/{d}`.",
+        "Locate the file `{target}.txt` somewhere in the tree below `/app/{d}` and record where it is (an "
+        "absolute path beginning with `/app/`) in `/app/answer.txt`.",
     ], d=d, target=target)
     return Level(
         instruction=instruction, env_files=env, test_checks=answer_check("/app/answer.txt", f"/app/{path}"),
@@ -140,6 +147,8 @@ def top_words(rng: random.Random) -> Level:
         "Find the three words that occur most often in `{src}` and save them to `{dst}`, one per line, in "
         "decreasing order of frequency.",
         "`{dst}` should list the top 3 words of `{src}` by number of occurrences, most common first, one per line.",
+        "Rank the words of `{src}` by how often they appear and write the leading three, a word per line and "
+        "commonest first, to `{dst}`.",
     ], src=src, dst=dst)
     return Level(
         instruction=instruction, env_files={f"{f}.txt": text}, test_checks=lines_check(dst, top),
@@ -170,6 +179,8 @@ def grep_files(rng: random.Random) -> Level:
         "`/app/answer.txt`.",
         "`/app/answer.txt` should list, one per line and in alphabetical order, the names (without path) of the "
         "files in `/app/{d}` that include `{w}`.",
+        "Search the files of `/app/{d}` for `{w}` and record the names of those that have it (bare names, A "
+        "to Z, a name per line) in `/app/answer.txt`.",
     ], d=d, w=w)
     return Level(
         instruction=instruction, env_files=env, test_checks=lines_check("/app/answer.txt", want),
@@ -193,6 +204,8 @@ def ext_counts(rng: random.Random) -> Level:
         "the count, in alphabetical order of extension, to `/app/answer.txt`.",
         "`/app/answer.txt` should tally the files in `/app/{d}` by extension: lines like `md 3`, one per "
         "extension, alphabetically.",
+        "Group the files of `/app/{d}` by extension and record in `/app/answer.txt` a line `EXT COUNT` for "
+        "each group, ordered by extension.",
     ], d=d)
     return Level(
         instruction=instruction, env_files={f"{d}/{n}": f"{n}\n" for n in names},
@@ -225,6 +238,8 @@ def word_total(rng: random.Random) -> Level:
         "separately) and save the total in `/app/answer.txt`.",
         "What is the total number of occurrences of `{w}` in `/app/{d}/*.txt`? Each appearance counts, even twice "
         "in one line. Write it to `/app/answer.txt`.",
+        "Across all `.txt` files of `/app/{d}`, tally each single appearance of `{w}` (two on one line are "
+        "two) and record the sum in `/app/answer.txt`.",
     ], w=w, d=d)
     return Level(
         instruction=instruction, env_files=env, test_checks=answer_check("/app/answer.txt", str(n)),

@@ -71,6 +71,7 @@ def operator(rng: random.Random) -> Level:
         "`{fn}(a, b)` in `{path}` is meant to compute the {what} of `a` and `b`; it wrongly applies `{bad}`. "
         "Correct the operator to `{good}`.",
         "Fix `{path}`: `{fn}(a, b)` must return the {what} (operator `{good}`), not use `{bad}`.",
+        "A bug in `{path}`: `{fn}(a, b)` applies `{bad}` where the {what} needs `{good}`. Patch the operator.",
     ], fn=fn, path=path, what=what, bad=bad, good=good)
     return _level(instruction, ph, mod, path, fn, src, cases,
                   f"sed -i 's/return a {bad} b/return a {good} b/' {path}",
@@ -91,6 +92,8 @@ def comparison(rng: random.Random) -> Level:
         "`{fn}({limit}, {limit})` is False. Fix the comparison.",
         "Fix the boundary of `{fn}(x, limit)` in `{path}`: it should answer whether `x` is {words} `limit`, "
         "counting `x == limit` as True.",
+        "Patch `{path}` so that `{fn}(x, limit)` is True whenever `x` is {words} `limit`; at the moment the "
+        "case `x == limit` comes out False.",
     ], fn=fn, path=path, words=words, limit=limit)
     return _level(instruction, ph, mod, path, fn, src, cases,
                   f"sed -i 's/x {bad} limit/x {good} limit/' {path}",
@@ -109,6 +112,8 @@ def missing_return(rng: random.Random) -> Level:
         "In `{path}`, `{fn}(xs)` computes `result` (each item multiplied by {k}) and then forgets to return it. "
         "Fix that.",
         "Fix `{path}` so that `{fn}(xs)` returns the list it builds (`[x * {k} for each x]`) instead of None.",
+        "`{fn}(xs)` in `{path}` has no return statement for the list it builds (each element times {k}), so "
+        "callers get None. Add it.",
     ], fn=fn, path=path, k=k)
     return _level(instruction, ph, mod, path, fn, src, cases, f"printf '    return result\\n' >> {path}",
                   [f"printf '    return xs\\n' >> {path}", f"printf '    print(result)\\n' >> {path}"],
@@ -126,6 +131,8 @@ def string_method(rng: random.Random) -> Level:
         "`{fn}(s)` in `{path}` should return `s` in {what}, but it calls `.{bad}()`. Fix it.",
         "In `{path}`, `{fn}(s)` must turn the whole string into {what}; it uses the wrong string method. Fix it.",
         "Fix `{path}`: `{fn}(s)` returns `s.{bad}()` where it should return `s` entirely in {what}.",
+        "Calling `{fn}(s)` from `{path}` should give back `s` all in {what}; the method `.{bad}()` it uses "
+        "today is the wrong one. Patch it.",
     ], fn=fn, path=path, what=what, bad=bad)
     return _level(instruction, ph, mod, path, fn, src, cases, f"sed -i 's/s.{bad}()/s.{good}()/' {path}",
                   [f"sed -i 's/s.{bad}()/s.title()/' {path}", f"sed -i 's/s.{bad}()/s.swapcase()/' {path}"],
@@ -145,6 +152,8 @@ def off_by_one(rng: random.Random) -> Level:
         "In `{path}`, `{fn}(n)` must sum the integers 1 through n inclusive (`{fn}(3)` == 6); it leaves out n. "
         "Fix the loop.",
         "Fix the off-by-one in `{path}`: `{fn}(n)` should add up 1..n including n, e.g. `{fn}(3)` returns 6.",
+        "Patch `{path}`: `{fn}(n)` is meant to total every integer from 1 up to and including n (for example "
+        "`{fn}(3) == 6`), but the last number is skipped.",
     ], fn=fn, path=path)
     return _level(instruction, ph, mod, path, fn, src, cases, f"sed -i 's/range(1, n)/range(1, n + 1)/' {path}",
                   [f"sed -i 's/range(1, n)/range(0, n)/' {path}", f"sed -i 's/range(1, n)/range(1, n + 2)/' {path}"],
@@ -163,6 +172,8 @@ def second_largest(rng: random.Random) -> Level:
         "wrong end of the sorted list. Fix it.",
         "Fix `{path}` so that `{fn}(xs)` returns the second biggest item of `xs` (for [3, 1, 2] that is 2; for "
         "[5, 9] it is 5).",
+        "Patch `{fn}(xs)` in `{path}`: it must give back the value just below the maximum of `xs` (for [3, 1,"
+        " 2] that is 2), not the second smallest.",
     ], fn=fn, path=path)
     return _level(instruction, ph, mod, path, fn, src, cases, f"sed -i 's/sorted(xs)\\[1\\]/sorted(xs)[-2]/' {path}",
                   [f"sed -i 's/sorted(xs)\\[1\\]/sorted(xs)[-1]/' {path}",
@@ -185,6 +196,8 @@ def accumulate(rng: random.Random) -> Level:
         "starts over on every item. Fix the function.",
         "Fix `{path}`: `{fn}(xs)` only keeps the last item because `total` is re-initialised in the loop. It should "
         "return the {what} of all items, {start} for none.",
+        "Patch `{path}`: because the running total of `{fn}(xs)` is reset on each pass of the loop, only the "
+        "last item survives. It must give the {what} of every item ({start} for an empty list).",
     ], fn=fn, path=path, what=what, start=start)
     return _level(instruction, ph, mod, path, fn, src, cases, _write(path, good),
                   [f"sed -i '/total = {start}/d' {path}", _write(path, early)], f"returns the {what}")
@@ -201,6 +214,8 @@ def dict_count(rng: random.Random) -> Level:
         "In `{path}`, `{fn}(words)` must count the words of a list (word -> number of occurrences); it fails with "
         "KeyError because it never starts a count. Fix it.",
         "Fix `{path}` so that `{fn}(['x', 'y', 'x'])` returns `{{'x': 2, 'y': 1}}` instead of raising KeyError.",
+        "Patch `{fn}(words)` in `{path}`: it must build a word -> occurrences dict, but crashes with KeyError"
+        " because a word seen for the first time has no entry yet.",
     ], fn=fn, path=path)
     return _level(instruction, ph, mod, path, fn, src, cases,
                   f"sed -i 's/counts\\[w\\] += 1/counts[w] = counts.get(w, 0) + 1/' {path}",
@@ -219,6 +234,8 @@ def syntax(rng: random.Random) -> Level:
         "Python refuses to import `{path}` (a syntax error in `{fn}`). Repair it; `{fn}(x)` should return `x` "
         "without its sign (the absolute value).",
         "Fix the syntax error in `{path}` so the module loads and `{fn}(-3)` returns 3 and `{fn}(4)` returns 4.",
+        "Importing `{path}` fails with a SyntaxError inside `{fn}`. Patch the code so that it imports and "
+        "`{fn}(x)` gives back `x` made non-negative (its absolute value).",
     ], fn=fn, path=path)
     return _level(instruction, ph, mod, path, fn, src, cases, f"sed -i 's/if x < 0$/if x < 0:/' {path}",
                   [f"sed -i 's/if x < 0$/if x < 0:/; s/return -x/return x/' {path}",

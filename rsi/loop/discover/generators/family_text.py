@@ -40,6 +40,7 @@ def count_lines(rng: random.Random) -> Level:
         "Write the number of lines in `{src}` to the file `{out}`.",
         "Count the lines of `{src}` and save that number in `{out}`.",
         "How many lines does `{src}` have? Put the number (digits only) into `{out}`.",
+        "Store the line count of `{src}` in `{out}` (only the number).",
     ], src=src, out=out)
     return Level(
         instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=answer_check(out, str(n)),
@@ -56,6 +57,7 @@ def count_words(rng: random.Random) -> Level:
         "Write the number of words in `{src}` to `{out}`.",
         "Count every word of `{src}` (words are separated by spaces or line breaks) and save the count in `{out}`.",
         "How many words does `{src}` hold? Write just that number to `{out}`.",
+        "Tally up the words in `{src}` and record the total in `{out}`.",
     ], src=src, out=out)
     return Level(
         instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=answer_check(out, str(n)),
@@ -72,6 +74,7 @@ def head(rng: random.Random) -> Level:
         "Write the first {n} lines of `{src}` to `{out}`.",
         "Copy only the top {n} lines of `{src}` into `{out}`.",
         "`{out}` should hold the opening {n} lines of `{src}`, unchanged and in order.",
+        "Take the beginning of `{src}`, its first {n} lines, and write them out to `{out}`.",
     ], n=n, src=src, out=out)
     return Level(
         instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=lines_check(out, lines[:n]),
@@ -88,6 +91,7 @@ def tail(rng: random.Random) -> Level:
         "Write the last {n} lines of `{src}` to `{out}`.",
         "Copy only the final {n} lines of `{src}` into `{out}`, in their original order.",
         "`{out}` should hold the closing {n} lines of `{src}`, unchanged.",
+        "From `{src}`, keep just the bottom {n} lines and write those to `{out}`.",
     ], n=n, src=src, out=out)
     return Level(
         instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=lines_check(out, lines[-n:]),
@@ -103,6 +107,7 @@ def upper(rng: random.Random) -> Level:
         "Write the content of `{src}` in upper case to `{out}`.",
         "Convert every letter of `{src}` to capitals and save the result as `{out}`.",
         "`{out}` must be `{src}` with all lower-case letters turned into upper case.",
+        "Uppercase the whole of `{src}` and write it out as `{out}`.",
     ], src=src, out=out)
     return Level(
         instruction=instruction, env_files={src[5:]: _text(lines)},
@@ -124,6 +129,7 @@ def sort(rng: random.Random) -> Level:
         "Write the lines of `{src}`, sorted alphabetically, to `{out}`.",
         "Sort the lines of `{src}` in alphabetical order and save them to `{out}`.",
         "`{out}` should hold every line of `{src}`, in A-to-Z order.",
+        "Put the lines of `{src}` into dictionary order and write the result to `{out}`.",
     ], src=src, out=out)
     return Level(
         instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=lines_check(out, sorted(lines)),
@@ -152,6 +158,8 @@ def dedupe(rng: random.Random) -> Level:
         "Remove duplicate lines from `{src}` (keep each line's first appearance, do not sort) and save the result "
         "as `{out}`.",
         "`{out}` should list every distinct line of `{src}` once, in the order each first appears.",
+        "Some lines in `{src}` repeat. Write it to `{out}` keeping only the first copy of each line, order "
+        "unchanged.",
     ], src=src, out=out)
     return Level(
         instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=lines_check(out, want),
@@ -174,6 +182,7 @@ def count_matches(rng: random.Random) -> Level:
         "Write the number of lines of `{src}` that contain the word `{w}` to `{out}`.",
         "Count how many lines in `{src}` mention `{w}` (a line counts once) and write that number to `{out}`.",
         "In `{src}`, how many lines include `{w}`? Save the count of such lines to `{out}`.",
+        "Find the lines of `{src}` containing `{w}` and record how many there are in `{out}`.",
     ], src=src, w=w, out=out)
     return Level(
         instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=answer_check(out, str(k)),
@@ -191,6 +200,7 @@ def reverse(rng: random.Random) -> Level:
         "Write the lines of `{src}` in reverse order (last line first) to `{out}`.",
         "Save `{src}` upside down into `{out}`: its last line first, its first line last.",
         "`{out}` should hold the lines of `{src}` from the bottom up.",
+        "Flip the line order of `{src}` so the first line becomes the last, and write the result to `{out}`.",
     ], src=src, out=out)
     return Level(
         instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=lines_check(out, lines[::-1]),
@@ -209,6 +219,7 @@ def sort_numeric(rng: random.Random) -> Level:
         "`{src}` holds one number per line. Write them to `{out}` sorted from smallest to largest.",
         "Sort the numbers in `{src}` numerically (ascending) and save them, one per line, to `{out}`.",
         "`{out}` should list the numbers of `{src}` in increasing numeric order.",
+        "Order the numbers listed in `{src}` by value, lowest first, and write them one per line to `{out}`.",
     ], src=src, out=out)
     return Level(
         instruction=instruction, env_files={src[5:]: _text([str(n) for n in nums])}, test_checks=lines_check(out, want),
