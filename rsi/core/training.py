@@ -61,9 +61,17 @@ class TrainSettings(RsiModel):
     batch_size: int = Field(default=4, gt=0)
     max_seq_len: int = Field(default=2048, gt=0)
     seed: int = 0
-    # CPU threads for the local backend; None = half the cores (a busy 2-core machine runs a 135M
-    # forward+backward ~10x faster on one thread than on two fighting other processes).
+    # CPU threads for the local backend; None = the physical cores (no trial runs while an update trains)
     threads: int | None = Field(default=None, gt=0)
+    # the local backend's throughput (issue 36): `pack` trains whole trajectories per step, the turns of one
+    # trajectory in one sequence where their tokens chain (one forward for the shared prefix), several sequences
+    # per forward (length-sorted, padded to at most `pack_tokens` tokens), logits only at completion tokens;
+    # False is the pre-issue-36 loop (one turn per forward). `dtype` is the matmul precision: auto = bfloat16
+    # autocast where the device has native bf16 (AVX512-BF16/AMX, a bf16 GPU), else float32; the adapter's
+    # weights, the log-softmax and the losses stay float32.
+    pack: bool = True
+    pack_tokens: int = Field(default=4096, gt=0)
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     clip_eps: float = Field(default=0.2, gt=0)
     pg_coef: float = Field(default=1.0, ge=0)
     normalize_std: bool = False

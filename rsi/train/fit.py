@@ -7,6 +7,12 @@
   are taken once, before the first step, from the model as loaded — the parent's adapter (or, for a
   generation without one, the base: a fresh LoRA is zero) — so no second model and no extra forward per
   step is needed.
+- **Batches** (`batch_size` policy turns a step): with `pack`, whole trajectories (all their turns that train)
+  in a seeded shuffle, taken until the step holds at least `batch_size` turns, so a trajectory's turns meet in
+  one step and share one forward (rsi.train.packing); without it, turns one by one, as before issue 36. Either
+  way the step's loss is the mean of its turns' losses.
+- **Scoring**: a `Scorer` splits a list of samples into forwards and returns each sample's completion
+  log-probabilities; a plain per-sample function is one sample a forward.
 - **Early stopping**: the mean log-probability of the validation slice's accepted completions (templates
   held out of training) is measured before the first step, every `validation_every` steps and after the last;
   `validation_patience` measurements in a row below the best by more than `validation_tolerance` stop
@@ -21,9 +27,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from rsi.core.training import TrainSettings
+from rsi.train.packing import trajectory_batches
 
 Progress = Callable[[int, int, float], None]
 
@@ -38,6 +45,32 @@ class Sample:
     trial: str
     validation: bool = False  # a validation template's completion: measured, never trained on
     template: str = ""
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Completion log-probabilities for samples, several per forward where it can."""
+
+    def split(self, samples: list[Sample]) -> list[list[Sample]]:
+        """`samples` in groups that each make one forward (and, in training, one backward)."""
+        ...
+
+    def __call__(self, samples: list[Sample]) -> list[Any]:
+        """Each sample's completion-token log-probabilities (a 1-D tensor), in the order given."""
+        ...
+
+
+class PerSample:
+    """A Scorer from a one-sample function: one sample a forward."""
+
+    def __init__(self, logps: Callable[[Sample], Any]) -> None:
+        self.logps = logps
+
+    def split(self, samples: list[Sample]) -> list[list[Sample]]:
+        return [[x] for x in samples]
+
+    def __call__(self, samples: list[Sample]) -> list[Any]:
+        return [self.logps(x) for x in samples]
 
 
 @dataclass
@@ -124,12 +157,32 @@ class FitResult:
     validation: dict[str, Any]
 
 
-def fit(model: Any, logps: Callable[[Sample], Any], *, sft: list[Sample], pg: list[Sample],
+class Batches:
+    """The samples of each step: `batch_size` turns one by one, or (`pack`) whole trajectories until the step has
+    at least `batch_size` turns; a seeded shuffle, reshuffled when the pool runs out."""
+
+    def __init__(self, pool: list[Sample], s: TrainSettings) -> None:
+        self.pool, self.size, self.rng = pool, s.batch_size, random.Random(s.seed)
+        self.units = trajectory_batches(pool) if s.pack else [[i] for i in range(len(pool))]
+        self.order: list[list[int]] = []
+
+    def next(self) -> list[Sample]:
+        out: list[Sample] = []
+        while len(out) < min(self.size, len(self.pool)):
+            if not self.order:
+                self.order = list(self.units)
+                self.rng.shuffle(self.order)
+            out += [self.pool[i] for i in self.order.pop()]
+        return out
+
+
+def fit(model: Any, logps: Scorer | Callable[[Sample], Any], *, sft: list[Sample], pg: list[Sample],
         validation: list[Sample], s: TrainSettings, kl_coef: float, evaluate: list[Sample],
         progress: Progress | None = None) -> FitResult:
     """Train `model` (its parameters that require a gradient) for up to `s.steps` steps on `sft` + `pg`."""
     import torch
 
+    scorer: Scorer = logps if isinstance(logps, Scorer) else PerSample(logps)
     want_sft = bool(sft)
     pool = sft + [x for x in pg if not (want_sft and x.accepted)]
     sft_ids, pg_ids = {id(x) for x in sft}, {id(x) for x in pg}
@@ -137,8 +190,10 @@ def fit(model: Any, logps: Callable[[Sample], Any], *, sft: list[Sample], pg: li
 
     def measure(xs: list[Sample]) -> list[Any]:
         model.eval()
+        out: list[Any] = []
         with torch.no_grad():
-            out = [logps(x).detach() for x in xs]
+            for group in scorer.split(xs):
+                out += [v.detach() for v in scorer(group)]
         model.train()
         return out
 
@@ -163,27 +218,25 @@ def fit(model: Any, logps: Callable[[Sample], Any], *, sft: list[Sample], pg: li
 
     check(0)
     opt = torch.optim.AdamW(params, lr=s.learning_rate, weight_decay=0.0)
-    rng = random.Random(s.seed)
-    order: list[Sample] = []
+    batches = Batches(pool, s)
     losses: list[float] = []
     kls: list[float] = []
     model.train()
     step = 0
     while step < s.steps:
-        batch = []
-        for _ in range(min(s.batch_size, len(pool))):
-            if not order:
-                order = list(pool)
-                rng.shuffle(order)
-            batch.append(order.pop())
+        batch = batches.next()
         opt.zero_grad()
         total, kl_total = 0.0, 0.0
-        for x in batch:
-            loss, kl = sample_loss(logps(x), refs.get(id(x)), x, sft=id(x) in sft_ids, pg=id(x) in pg_ids, s=s,
-                                   kl_coef=kl_coef)
-            (loss / len(batch)).backward()
-            total += float(loss.detach()) / len(batch)
-            kl_total += kl / len(batch)
+        for group in scorer.split(batch):
+            group_loss = None
+            for x, lp in zip(group, scorer(group), strict=True):
+                loss, kl = sample_loss(lp, refs.get(id(x)), x, sft=id(x) in sft_ids, pg=id(x) in pg_ids, s=s,
+                                       kl_coef=kl_coef)
+                group_loss = loss if group_loss is None else group_loss + loss
+                total += float(loss.detach()) / len(batch)
+                kl_total += kl / len(batch)
+            if group_loss is not None:
+                (group_loss / len(batch)).backward()
         opt.step()
         step += 1
         losses.append(total)
@@ -211,4 +264,5 @@ def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-__all__ = ["EarlyStop", "FitResult", "Sample", "fit", "pick_validation", "sample_loss"]
+__all__ = ["Batches", "EarlyStop", "FitResult", "PerSample", "Sample", "Scorer", "fit", "pick_validation",
+           "sample_loss"]

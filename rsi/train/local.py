@@ -7,6 +7,12 @@ the trainer's own rendering of the same messages (chat template + tokenizer, as 
 renders them) is checked against them token for token; a turn where they differ is refused and counted.
 Without token ids the turn is rendered (text-format trajectories only).
 
+Throughput (issue 36; `train.pack`, `train.dtype`, `train.threads`): the turns of a trajectory share one
+sequence where their tokens chain, sequences are batched by length into forwards of at most `pack_tokens`
+padded tokens (rsi.train.packing), the vocabulary projection runs only at completion tokens (in float32), and
+the decoder's matmuls run under bfloat16 autocast where the device has native bf16; torch uses the physical
+cores and one inter-op thread. `benchmarks/train_throughput.py` measures it against the machine's matmul rate.
+
 Objectives (`sft`, `pg`, `sft+pg`), KL to the parent and early stopping: rsi.train.fit. Lines marked
 `validation` (templates held out of training) are never trained on: their accepted completions make the
 early-stopping curve.
@@ -26,6 +32,7 @@ from typing import Any
 from rsi.train.base import TrainError, TrainRequest, TrainResult
 from rsi.train.dataset import DatasetLine, read_dataset
 from rsi.train.fit import Sample, fit, pick_validation
+from rsi.train.packing import chain_rows, plan_forwards
 
 
 def render_prompt(tok: Any, messages: list[dict[str, Any]]) -> list[int]:
@@ -87,6 +94,125 @@ def _base_digest(model: Any) -> str:
     return h.hexdigest()
 
 
+def physical_cores() -> int:
+    """Physical cores this process may use (hyper-threads share a core's matmul units)."""
+    import psutil
+
+    logical = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    phys = psutil.cpu_count(logical=False) or logical
+    per_core = max(1, (psutil.cpu_count(logical=True) or logical) // phys)
+    return max(1, logical // per_core)
+
+
+def native_bf16(device: Any) -> bool:
+    """Whether `device` multiplies bfloat16 natively (AVX512-BF16 or AMX on a CPU, a bf16 GPU)."""
+    import torch
+
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    cpu = getattr(torch, "cpu", None)
+    return any(bool(getattr(cpu, f, lambda: False)()) for f in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
+
+
+def compute_dtype(setting: str, device: Any) -> Any:
+    """The autocast dtype for `train.dtype` (None: plain float32)."""
+    import torch
+
+    if setting == "bfloat16" or (setting == "auto" and native_bf16(device)):
+        return torch.bfloat16
+    return None
+
+
+def set_threads(threads: int | None) -> dict[str, int]:
+    """torch's intra-op threads (`threads`, else the physical cores) and one inter-op thread (a training step
+    is one chain of ops: a second pool only competes for the same cores)."""
+    import torch
+
+    torch.set_num_threads(threads or physical_cores())
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already fixed once parallel work ran in this process
+        pass
+    return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
+
+
+class TorchScorer:
+    """Completion log-probabilities from a causal LM (a PEFT model): with `pack`, samples chained into rows and
+    rows batched into padded forwards, the vocabulary projection only at completion tokens and in float32, the
+    rest under `autocast` (a dtype, or None); without, one sample a forward with every position's logits (the
+    pre-issue-36 loop)."""
+
+    def __init__(self, model: Any, device: Any, *, pack: bool, max_tokens: int, autocast: Any = None) -> None:
+        self.model, self.device, self.pack, self.max_tokens, self.autocast = model, device, pack, max_tokens, autocast
+        self.forwards = 0
+        self.tokens = 0  # tokens through the decoder (padding included)
+        self.scored = 0  # completion tokens scored
+
+    def split(self, samples: list[Sample]) -> list[list[Sample]]:
+        if not self.pack:
+            return [[x] for x in samples]
+        return [[samples[sp.index] for r in fwd for sp in r.spans]
+                for fwd in plan_forwards(chain_rows(samples), self.max_tokens)]
+
+    def __call__(self, samples: list[Sample]) -> list[Any]:
+        import torch
+
+        if not self.pack:
+            return [self._one(x) for x in samples]
+        rows = chain_rows(samples)
+        width = max(len(r.ids) for r in rows)
+        ids = torch.zeros((len(rows), width), dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for b, r in enumerate(rows):
+            ids[b, : len(r.ids)] = torch.tensor(r.ids)
+            mask[b, : len(r.ids)] = 1
+        # position p predicts token p + 1: a completion ids[start:end] is scored at positions start-1 .. end-2
+        bi, pi, order, sizes = [], [], [], []
+        for b, r in enumerate(rows):
+            for sp in r.spans:
+                bi += [b] * (sp.end - sp.start)
+                pi += list(range(sp.start - 1, sp.end - 1))
+                order.append(sp.index)
+                sizes.append(sp.end - sp.start)
+        ids, b_idx, p_idx = ids.to(self.device), torch.tensor(bi, device=self.device), torch.tensor(pi, device=self.device)
+        lm = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        decoder = getattr(lm, lm.base_model_prefix)  # the transformer without its vocabulary projection
+        with self._autocast():
+            hidden = decoder(input_ids=ids, attention_mask=None if bool(mask.all()) else mask.to(self.device),
+                              use_cache=False).last_hidden_state
+        with torch.autocast(self.device.type, enabled=False):
+            logits = lm.get_output_embeddings()(hidden[b_idx, p_idx].float()).float()
+            lp = torch.log_softmax(logits, dim=-1).gather(1, ids[b_idx, p_idx + 1][:, None])[:, 0]
+        self.forwards += 1
+        self.tokens += int(ids.numel())
+        self.scored += len(bi)
+        out: list[Any] = [None] * len(samples)
+        for i, part in zip(order, torch.split(lp, sizes), strict=True):
+            out[i] = part
+        return out
+
+    def _one(self, x: Sample) -> Any:
+        import torch
+
+        ids = torch.tensor([x.prompt + x.completion], device=self.device)
+        with self._autocast():
+            logits = self.model(input_ids=ids).logits[0, len(x.prompt) - 1 : -1].float()
+        lp = torch.log_softmax(logits, dim=-1)
+        self.forwards += 1
+        self.tokens += int(ids.numel())
+        self.scored += len(x.completion)
+        return lp.gather(1, torch.tensor(x.completion, device=self.device)[:, None])[:, 0]
+
+    def _autocast(self) -> Any:
+        import contextlib
+
+        import torch
+
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast)
+
+
 class LocalBackend:
     name = "local"
 
@@ -111,9 +237,10 @@ class LocalBackend:
         t0 = time.monotonic()
         s = req.settings
         torch.manual_seed(s.seed)
-        # every core: no trial runs while an update trains (the model server, if up, sits idle)
-        torch.set_num_threads(s.threads or max(1, os.cpu_count() or 2))
+        # every physical core: no trial runs while an update trains (the model server, if up, sits idle)
+        threads = set_threads(s.threads)
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        autocast = compute_dtype(s.dtype, device)
         # cuBLAS is deterministic only with a fixed workspace; on the GPU a nondeterministic op warns
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True, warn_only=device.type == "cuda")
@@ -141,16 +268,13 @@ class LocalBackend:
         evaluate = [x for x in samples if x.accepted] or sft + pg
         validation = pick_validation([x for x in held if x.accepted], s.validation_max_samples)
 
-        def logps(x: Sample) -> Any:
-            ids = torch.tensor([x.prompt + x.completion], device=device)
-            logits = model(input_ids=ids).logits[0, len(x.prompt) - 1 : -1].float()
-            lp = torch.log_softmax(logits, dim=-1)
-            return lp.gather(1, torch.tensor(x.completion, device=device)[:, None])[:, 0]
-
+        scorer = TorchScorer(model, device, pack=s.pack, max_tokens=s.pack_tokens, autocast=autocast)
         kl_coef = float(s.kl_coef or 0.0)
         model.train()
-        res = fit(model, logps, sft=sft, pg=pg, validation=validation, s=s, kl_coef=kl_coef, evaluate=evaluate,
+        t_fit = time.monotonic()
+        res = fit(model, scorer, sft=sft, pg=pg, validation=validation, s=s, kl_coef=kl_coef, evaluate=evaluate,
                   progress=req.progress)
+        fit_sec = time.monotonic() - t_fit
         before, after, losses = res.logprob_before, res.logprob_after, res.losses
         base_after = _base_digest(model.get_base_model())
         if base_after != base_before:
@@ -172,6 +296,9 @@ class LocalBackend:
             "base_digest": base_before, "base_unchanged": True, "seed": s.seed,
             "parent_adapter": str(req.parent_adapter) if req.parent_adapter else None,
             "wall_sec": round(time.monotonic() - t0, 2),
+            "throughput": {"pack": s.pack, "pack_tokens": s.pack_tokens, "threads": threads,
+                           "dtype": str(autocast or torch.float32).replace("torch.", ""), "fit_sec": round(fit_sec, 2),
+                           "forwards": scorer.forwards, "tokens": scorer.tokens, "completion_tokens": scorer.scored},
         }
         req.log(f"mean logprob of accepted completions {before:.4f} -> {after:.4f}")
         v = res.validation
@@ -183,4 +310,5 @@ class LocalBackend:
         return TrainResult(adapter_dir=Path(req.output_dir), steps=res.steps, losses=losses, metrics=metrics)
 
 
-__all__ = ["LocalBackend", "Sample", "build_samples", "render_prompt"]
+__all__ = ["LocalBackend", "Sample", "TorchScorer", "build_samples", "compute_dtype", "physical_cores",
+           "render_prompt", "set_threads"]
