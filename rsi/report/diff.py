@@ -16,7 +16,10 @@
 - **attribution shift**: verdict counts per kind for A and B, and how the common tasks moved;
 - **spend**: trials, tokens and wall time per generation and phase.
 
-Discovery's gate and probe trials are left out of the rates (they selected the tasks).
+Every rate counts what the promote gate counts, through the one computation (rsi.store.queries_rates.pass_tally,
+scoped by rsi.report.rates): the model arms only (never the oracle, nop, known-wrong or other controls), each
+generation under its own config, discover's probe left out (it selected the tasks), infra errors apart, the
+contract's promotion integrity levels and the first K trials per task; the report says so (`counts`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from rsi.core.discover import unit_of
 from rsi.core.errors import InputError
 from rsi.core.generation import GenerationManifest
 from rsi.core.promotion import TaskOutcome, clustered, paired_p, test_name, wilson
+from rsi.report.rates import COUNTS, gate_scope, generation_tally
+from rsi.store.queries_rates import PassTally
 
 # An opened workspace (rsi.loop.context.WorkspaceContext or rsi.view.context.ViewContext: .ws, .contract,
 # .reader (rsi.store.queries_diff.DiffQueries: every read below), .config_by_digest); typed loosely because
@@ -41,6 +46,7 @@ FLIPS = ("fixed", "regressed", "still_failing", "still_passing")
 # the report's paired tests, per task and per template: one-sided (B better), as the promotion gate tests them
 ALTERNATIVE = "greater"
 FLIP_LINKS = 100  # flipped tasks the report lists with links to their trials (the rest are counted)
+FLIP_TRIALS = 4  # counted trials linked per side of a flipped task
 
 
 def config_diff(a_yaml: str, b_yaml: str, a_label: str, b_label: str) -> str:
@@ -94,6 +100,8 @@ class DiffReport:
     # the training run that made B's adapter: id, status, steps, loss per step, validation log-probability curve
     training: dict[str, Any] = field(default_factory=dict)
     root: str = ""  # the workspace the trials' dirs are relative to
+    # whose trials the rates count: per side the agents and config, the scope (parts, K per task), and in words
+    counts: dict[str, str] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -135,15 +143,6 @@ def _families(ctx: Ctx, names: set[str]) -> dict[str, str]:
     """task name -> family, from tasks/ (the store's task rows when the file is gone)."""
     fam = ctx.reader.task_families()
     return {n: fam.get(n, "misc") for n in names}
-
-
-def _suite_digests(ctx: Ctx) -> set[str]:
-    """Digests of the contract's regression suites' tasks: promote measures them beside the holdout (a starter
-    task may say `split = "holdout"`), so the report keeps them out of the holdout figures, as the gate does."""
-    from rsi.store.files import find_task_dirs, load_tasks
-
-    dirs = [d for rel in ctx.contract.promotion.suites if (d := (ctx.ws.root / rel).resolve()).is_dir()]
-    return {t.digest for t in load_tasks(find_task_dirs(dirs))} if dirs else set()
 
 
 def _units(ctx: Ctx, names: set[str]) -> tuple[str, dict[str, str]]:
@@ -190,7 +189,9 @@ def mol_changes(a: GenerationManifest, b: GenerationManifest) -> dict[str, Any]:
                                                  "b": b.metrics.get("routing_accuracy")}, "serving": serving}
 
 
-def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str = "harness") -> DiffReport:
+def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str | None = None) -> DiffReport:
+    """The report of B against A. Every rate counts what the promote gate counts (rsi.report.rates): the model
+    arms (`agent`: only that one, e.g. the agent a promotion measured), each generation's own config."""
     store = ctx.reader
     a, b = store.generation_manifest(a_id), store.generation_manifest(b_id)
     if a.id == b.id:
@@ -221,32 +222,31 @@ def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str = "harness") -> DiffRe
         report.gate = {"job": got[0], "verdict": got[1]}
     if not comparable:
         return report
-    ca = {c["name"]: c for c in store.task_cells(a.id, a.harness_config.digest, agent)}
-    cb = {c["name"]: c for c in store.task_cells(b.id, b.harness_config.digest, agent)}
-    common = sorted(n for n in set(ca) & set(cb)
-                    if ca[n]["trials"] > ca[n]["infra"] and cb[n]["trials"] > cb[n]["infra"])
+    scope = gate_scope(ctx, parts=None)
+    who = None if agent is None else [agent]
+    ta, tb = (generation_tally(ctx, g.id, scope, who) for g in (a, b))
+    report.counts = {"a": ta.covers(), "b": tb.covers(), "scope": scope.describe(), "what": COUNTS}
+    ca, cb = ta.tasks, tb.tasks
+    common = sorted(n for n in set(ca) & set(cb) if ca[n].graded and cb[n].graded)
     fams = _families(ctx, set(common))
-    suite = _suite_digests(ctx)
     flips = dict.fromkeys(FLIPS, 0)
     fam_acc: dict[str, list[int]] = {}
     for n in common:
         x, y = ca[n], cb[n]
-        xa, ya = x["trials"] - x["infra"], y["trials"] - y["infra"]
-        ra, rb = x["passes"] / xa, y["passes"] / ya
+        ra, rb = x.passes / x.graded, y.passes / y.graded
         f = flip(ra, rb)
         flips[f] += 1
-        split = ("suite" if x["digest"] in suite else
-                 "holdout" if "holdout" in (x["split"], y["split"]) else x["split"])
-        report.tasks.append({"task": n, "family": fams[n], "split": split, "a_passes": x["passes"], "a_trials": xa,
-                             "b_passes": y["passes"], "b_trials": ya, "a_rate": ra, "b_rate": rb, "flip": f})
+        report.tasks.append({"task": n, "family": fams[n], "split": x.part, "a_passes": x.passes,
+                             "a_trials": x.graded, "b_passes": y.passes, "b_trials": y.graded, "a_rate": ra,
+                             "b_rate": rb, "flip": f})
         acc = fam_acc.setdefault(fams[n], [0, 0, 0, 0, 0])
         acc[0] += 1
-        acc[1] += x["passes"]
-        acc[2] += xa
-        acc[3] += y["passes"]
-        acc[4] += ya
+        acc[1] += x.passes
+        acc[2] += x.graded
+        acc[3] += y.passes
+        acc[4] += y.graded
     report.flips = flips if common else {}
-    _flip_trials(ctx, report, a, b, {n: ca[n]["digest"] for n in common}, agent)
+    _flip_trials(ctx, report, ta, tb)
     report.families = [FamilyRow(f, v[0], (v[1], v[2]), (v[3], v[4]), wilson(v[1], v[2]), wilson(v[3], v[4]))
                        for f, v in sorted(fam_acc.items())]
     holdout = [t for t in report.tasks if t["split"] == "holdout"]
@@ -266,21 +266,19 @@ def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str = "harness") -> DiffRe
     return report
 
 
-def _flip_trials(ctx: Ctx, report: DiffReport, a: GenerationManifest, b: GenerationManifest,
-                 digests: dict[str, str], agent: str) -> None:
-    """The fixed and regressed tasks (regressions first, at most FLIP_LINKS) get the trials behind them, a few per
-    side: the report links to them."""
+def _flip_trials(ctx: Ctx, report: DiffReport, ta: PassTally, tb: PassTally) -> None:
+    """The fixed and regressed tasks (regressions first, at most FLIP_LINKS) get the trials their figures counted,
+    up to FLIP_TRIALS per side (passing ones first): the report links to them."""
     shown = sorted((t for t in report.tasks if t["flip"] in ("fixed", "regressed")),
                    key=lambda t: (t["flip"] != "regressed", t["task"]))[:FLIP_LINKS]
-    flipped = {t["task"]: digests[t["task"]] for t in shown}
-    if not flipped:
+    if not shown:
         return
-    ta = ctx.reader.task_trial_ids(a.id, a.harness_config.digest, list(flipped.values()), agent)
-    tb = ctx.reader.task_trial_ids(b.id, b.harness_config.digest, list(flipped.values()), agent)
-    for t in report.tasks:
-        if t["task"] in flipped:
-            t["a_trial_ids"] = ta.get(flipped[t["task"]], [])
-            t["b_trial_ids"] = tb.get(flipped[t["task"]], [])
+    ids = [i for t in shown for tally in (ta, tb) for i in tally.tasks[t["task"]].counted]
+    brief = ctx.reader.trial_briefs(ids)
+    for t in shown:
+        for side, tally in (("a", ta), ("b", tb)):
+            got = [brief[i] for i in tally.tasks[t["task"]].counted if i in brief]
+            t[f"{side}_trial_ids"] = sorted(got, key=lambda x: (not x["passed"], x["id"]))[:FLIP_TRIALS]
 
 
 def _training(ctx: Ctx, g: GenerationManifest) -> dict[str, Any]:

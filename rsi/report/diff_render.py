@@ -46,6 +46,9 @@ def headline(r: DiffReport) -> list[str]:
         lines.append(f"pass rate ({o['scope']}, {o['tasks']} tasks): {r.a} {_pct(o['a_rate'])} {_ci(o['a_ci'])} -> "
                      f"{r.b} {_pct(o['b_rate'])} {_ci(o['b_ci'])}, delta {100 * (o['delta'] or 0):+.1f} pts, "
                      f"p = {'n/a' if p is None else f'{p:.4g}'} ({o['test']})")
+        if r.counts:
+            lines.append(f"counted: {r.a} {r.counts['a']}; {r.b} {r.counts['b']} ({r.counts['scope']}); "
+                         "model arms only, never the oracle, nop or known-wrong controls")
         if o.get("unit") not in (None, "task"):
             up = o.get("unit_p_value")
             lines.append(f"per {o['unit']} ({o['units']} {o['unit']}s, the unit promotion gates on): delta "

@@ -160,6 +160,15 @@ class RateQueries:
         agent, gen, cfg, variant = rows[0]
         return {"id": arm_id, "agent": agent, "generation": gen, "config_digest": cfg, "variant": variant}
 
+    def trial_briefs(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """id -> job, passed, error type and trial dir of these trials: what a link to a counted trial shows."""
+        inl, names = _in("id", list(ids))
+        if not names:
+            return {}
+        return {str(i): {"id": str(i), "job": j, "passed": bool(p), "error_type": e, "trial_dir": d}
+                for i, j, p, e, d in self._tuples(
+                    f"SELECT id, job_id, passed, error_type, trial_dir FROM trials WHERE id IN ({inl})", names)}
+
     def pass_tally(self, scope: RateScope, *, generation: str | None = None, arm: str | None = None,
                    agents: Iterable[str] | None = None) -> PassTally:
         """Per task, the trials a rate counts (see the module docstring): a generation's model arms under its
