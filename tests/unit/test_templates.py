@@ -17,7 +17,7 @@ from rsi.loop.discover.generators.procedural import USERS, WORDS, ProceduralFami
 from tests.unit.test_discover_rules import _run_on_host
 
 load_generators()
-FAMILIES = ["files", "text", "data", "logs", "pyfix", "pipeline"]
+FAMILIES = ["files", "text", "data", "logs", "pyfix", "pipeline", "shell"]
 
 
 def _family(name: str) -> ProceduralFamily:

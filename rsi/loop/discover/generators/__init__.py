@@ -97,6 +97,7 @@ def load_generators() -> list[str]:
         family_logs,
         family_pipeline,
         family_pyfix,
+        family_shell,
         family_text,
         model,
         mutate,
