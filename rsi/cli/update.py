@@ -33,6 +33,9 @@ def update(
         "--add-specialist", help="Mixture-of-LoRA: register a new adapter LABEL (L<k>) for new families.")] = None,
     domains: Annotated[str | None, typer.Option(
         "--domains", help="With --add-specialist: the families it serves, comma-separated.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Select, check leakage and count samples per source, template and family; write and "
+                          "train nothing.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Update: select accepted trajectories, train a LoRA revision, register a candidate generation."""
@@ -55,6 +58,7 @@ def update(
 
             req = UpdateRequest(gen=gen, backend=backend, from_jobs=list(from_job or []), objective=objective,
                                 out=out, command=command, steps=steps, load=load, log=log, progress=progress,
+                                dry_run=dry_run,
                                 add_specialist=add_specialist,
                                 domains=[d.strip() for d in (domains or "").split(",") if d.strip()])
             o = run_update(req, workspace_root(ctx))
@@ -80,11 +84,25 @@ def update(
         t.add_row("trajectories", f"{s['usable']} usable, {s['accepted']} accepted, {s['excluded']} excluded")
         t.add_row("refused (train/serve mismatch etc.)", ", ".join(f"{k} {v}" for k, v in o.refused.items()) or "none")
         t.add_row("groups", f"{s['groups_with_signal']}/{s['groups']} with policy-gradient signal")
+        smp = s.get("samples") or {}
+        if smp:
+            t.add_row("samples by source", ", ".join(f"{k} {v}" for k, v in smp.get("by_source", {}).items()) or "none")
+            t.add_row("samples by family", ", ".join(f"{k} {v}" for k, v in smp.get("by_family", {}).items()) or "none")
+            t.add_row("templates with samples", str(len(smp.get("by_template", {}))))
+        lk = s.get("leakage") or {}
+        if lk:
+            t.add_row("leakage check", f"{'passed' if lk.get('ok') else 'REFUSED'}: {lk.get('samples')} samples; "
+                                       f"highest overlap with an unseen-template reference "
+                                       f"{lk.get('max_reference_overlap', 0):.0%}")
         v = s.get("validation") or {}
         t.add_row("templates", f"{s.get('templates', 0)} trained on, {s.get('capped', 0)} trajectories over the "
                                f"per-template cap; replayed {o.replay.get('used', 0)} from earlier generations")
         t.add_row("validation slice", f"{v.get('accepted', 0)} accepted of {', '.join(v.get('templates') or [])}"
                   if v.get("templates") else f"none ({v.get('note', '-')})")
+        if o.dataset.get("path") is None:
+            t.add_row("dataset", "none written (--dry-run)")
+            console.print(t)
+            return
         t.add_row("dataset", f"{o.dataset['path']} (sha256 {o.dataset['digest'][:12]})")
         tr = o.training
         if tr:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from rsi.core.model import RsiModel
 
@@ -90,6 +90,11 @@ class Acceptance(_Strict):
 # template differ in names and data only, so a holdout split by task measures whether a template was learnt;
 # split by template, no template has tasks on both sides and the holdout measures transfer to unseen ones.
 HoldoutUnit = Literal["task", "template", "family"]
+# The two parts of the sealed holdout (a task's `[metadata.rsi] holdout_part`) and what each may gate:
+# `superiority` (the candidate must be better: min_delta and the one-sided paired test, clustered on units),
+# `non_inferiority` (the candidate may not be worse by more than the part's margin), `report` (measured only).
+PartRole = Literal["superiority", "non_inferiority", "report"]
+GatedPart = Literal["in_skill", "unseen"]
 
 
 class Promotion(_Strict):
@@ -116,6 +121,33 @@ class Promotion(_Strict):
     # the last N wordings (phrasings) of every template are held out: never trained on, used only by the
     # in-skill holdout (train templates in words the update never saw)
     holdout_phrasings: int = Field(default=1, ge=0)
+    # which holdout part gates what; exactly one part is the superiority gate. A holdout where no task names
+    # its part (a workspace discovered before the two-part holdout) is all `unseen` and gated for superiority
+    gates: dict[GatedPart, PartRole] = Field(
+        default_factory=lambda: {"in_skill": "superiority", "unseen": "non_inferiority"})
+    # the non-inferiority margin of the unseen-template part (mean per-unit pass-rate loss it may show)
+    unseen_margin: float = Field(default=0.1, ge=0, le=1)
+    # group-sequential promote: measure in this many rounds (round k brings every task to
+    # ceil(k * trials_per_task / looks) trials) and stop early on a clear gain or failure; 1 = one fixed test
+    looks: int = Field(default=1, ge=1, le=10)
+    # Lan-DeMets alpha-spending function: the overall one-sided type-I error stays `alpha`
+    spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
+    # stop at an interim look for futility when the gate's z (Phi^-1(1 - p)) is at or below this; null: never
+    futility_z: float | None = 0.0
+
+    @model_validator(mode="after")
+    def _gates_and_looks(self) -> Promotion:
+        sup = [p for p, r in self.gates.items() if r == "superiority"]
+        if len(sup) != 1:
+            raise ValueError(f"gates: exactly one holdout part must be `superiority` (got {sup or 'none'})")
+        if self.looks > self.trials_per_task:
+            raise ValueError(f"looks: {self.looks} rounds need at least as many trials_per_task "
+                             f"({self.trials_per_task}): every round adds a trial per task")
+        return self
+
+    @property
+    def superiority_part(self) -> GatedPart:
+        return next(p for p, r in self.gates.items() if r == "superiority")
 
 
 class AttributionRules(_Strict):
@@ -149,6 +181,15 @@ class TrainingRules(_Strict):
     # Train templates held out of training (a function of the template id alone); their accepted completions'
     # log-probability is measured during training and stops it when it falls. 0: no validation slice.
     validation_fraction: float = Field(default=0.2, ge=0, lt=1)
+    # Which sources may train (DESIGN §12): `self` (the generation's own rollouts), `hinted` (its rollouts with a
+    # hint drawn from the reference, stored without it) and `oracle` (the reference replayed through the harness).
+    # Where caps bind, the model's own samples come first, then hinted, then replays (acceptance.per_task_quota
+    # per task, per_template_cap per template, across sources).
+    # The update refuses a dataset whose sample holds more than this share of an unseen-template holdout
+    # reference's command n-grams (rsi.core.leakage); the highest share is reported whatever it is.
+    max_reference_overlap: float = Field(default=0.5, gt=0, le=1)
+    sources: list[Literal["self", "hinted", "oracle"]] = Field(default_factory=lambda: ["self", "hinted", "oracle"],
+                                                              min_length=1)
 
 
 class Contract(_Strict):

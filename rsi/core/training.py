@@ -105,10 +105,31 @@ class TrialRecord:
     max_turns: int
     actions: tuple[str, ...] = ()  # the assistant replies, for near-duplicate detection
     template: str | None = None  # `<family>/<template>`; None on older tasks (then the task is its own)
+    # who chose the actions (DESIGN §12): `self` | `hinted:<level>` | `oracle`
+    source: str = "self"
 
     @property
     def unit(self) -> str:
         return template_key(self.template, self.task_name)
+
+    @property
+    def own(self) -> bool:
+        """The generation's own unaided rollout: the only source with a group advantage (a policy-gradient term)."""
+        return self.source == "self"
+
+
+def source_kind(source: str) -> str:
+    """`hinted:2` -> `hinted`."""
+    return source.split(":", 1)[0]
+
+
+def source_rank(source: str) -> tuple[int, str]:
+    """Preference when caps bind: the model's own rollouts, then hinted ones (lowest hint first), then replays."""
+    kind = source_kind(source)
+    return (SOURCE_KINDS.index(kind) if kind in SOURCE_KINDS else len(SOURCE_KINDS), source)
+
+
+SOURCE_KINDS = ("self", "hinted", "oracle")
 
 
 @dataclass
@@ -158,13 +179,17 @@ class Selection:
 
 
 def group_id(r: TrialRecord) -> str:
-    return "grp-" + digest_obj([r.task_digest, r.generation, r.config_digest])[:12]
+    """The rollouts of one task by one generation under one config; another source is a group of its own."""
+    key: list[object] = [r.task_digest, r.generation, r.config_digest]
+    return "grp-" + digest_obj(key if r.own else [*key, r.source])[:12]
 
 
 def exclusion(r: TrialRecord, contract: Contract) -> str | None:
     """Why `r` may not enter training at all, or None."""
     if r.split != "train":
         return "holdout: the holdout split is sealed"
+    if source_kind(r.source) not in contract.training.sources:
+        return f"source: the contract's training.sources ({', '.join(contract.training.sources)}) leave out {r.source}"
     if r.error_type in INFRA_ERRORS:
         return f"infra: {r.error_type}"
     if r.tampered or r.error_type == "tamper_detected":
@@ -222,14 +247,17 @@ def select(
             sel.excluded[r.trial_id] = why
         else:
             sel.usable.append(r)
-    # groups and advantages
+    # groups and advantages: the generation's own rollouts only; a hinted rollout or a replay is SFT data (its
+    # actions were chosen in another context, so no advantage and no ratio against its log-probs)
     by_group: dict[str, list[TrialRecord]] = defaultdict(list)
     for r in sel.usable:
         by_group[group_id(r)].append(r)
     for gid, members in by_group.items():
-        sel.groups[gid] = [m.trial_id for m in members]
         rewards = [float(m.reward or 0.0) for m in members]
-        for k, (m, a) in enumerate(zip(members, group_advantages(rewards, normalize_std=normalize_std), strict=True)):
+        advantages = group_advantages(rewards, normalize_std=normalize_std) if members[0].own else [0.0] * len(members)
+        if members[0].own:
+            sel.groups[gid] = [m.trial_id for m in members]
+        for k, (m, a) in enumerate(zip(members, advantages, strict=True)):
             sel.advantages[m.trial_id] = a
             sel.sample_index[m.trial_id] = k
             sel.group_of[m.trial_id] = gid
@@ -243,7 +271,7 @@ def select(
         else:
             by_task[r.task_digest].append(r)
     for _task, cands in sorted(by_task.items()):
-        cands.sort(key=lambda r: (-(r.reward or 0.0), r.attempt, r.trial_id))
+        cands.sort(key=lambda r: (source_rank(r.source), -(r.reward or 0.0), r.attempt, r.trial_id))
         kept: list[TrialRecord] = []
         for r in cands:
             dup = next((k for k in kept if similarity(k.actions, r.actions) >= threshold), None)
@@ -325,7 +353,7 @@ def _cap_templates(sel: Selection, cap: int) -> None:
             by_unit[r.unit].append(r)
     for unit, members in by_unit.items():
         first = sorted((m for m in members if m.trial_id in accepted),
-                       key=lambda r: (-(r.reward or 0.0), r.attempt, r.trial_id))
+                       key=lambda r: (source_rank(r.source), -(r.reward or 0.0), r.attempt, r.trial_id))
         rest = [m for m in members if m.trial_id not in accepted]
         for r in (_round_robin(first) + _round_robin(rest))[cap:]:
             sel.capped[r.trial_id] = f"template_cap: {cap} per template already train ({unit})"
@@ -397,5 +425,7 @@ __all__ = [
     "rejection",
     "select",
     "similarity",
+    "source_kind",
+    "source_rank",
     "template_key",
 ]

@@ -42,6 +42,9 @@ class DatasetLine:
     provenance: dict[str, Any]
     tokens: list[dict[str, Any]] | None = None
     validation: bool = False  # held out of training: only measured (the early-stopping curve)
+    # who chose the actions (DESIGN §12): `self` keeps the group-advantage path; `hinted:<level>` and `oracle`
+    # are SFT only (their actions were chosen in another context: no advantage, no tokens, no ratio)
+    source: str = "self"
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -54,6 +57,7 @@ class DatasetLine:
             "advantage": self.advantage,
             "prompt_messages": self.prompt_messages,
             "provenance": self.provenance,
+            "source": self.source,
         }
         if self.tokens is not None:
             out["tokens"] = self.tokens
@@ -68,7 +72,7 @@ class DatasetLine:
             accepted=bool(d["accepted"]), group_id=str(d["group_id"]), sample_index=int(d["sample_index"]),
             advantage=float(d["advantage"]), prompt_messages=int(d["prompt_messages"]),
             provenance=dict(d.get("provenance") or {}), tokens=d.get("tokens"),
-            validation=bool(d.get("validation", False)),
+            validation=bool(d.get("validation", False)), source=str(d.get("source", "self")),
         )
 
 
@@ -106,12 +110,25 @@ def write_dataset(out_dir: Path, lines: list[DatasetLine], counts: dict[str, Any
         "replay": sum(1 for ln in lines if ln.provenance.get("replay")),
         "with_tokens": sum(1 for ln in lines if ln.tokens),
         "groups": len({ln.group_id for ln in lines}),
+        **sample_counts(accepted),
         **counts,
     }
     manifest = {"dataset": DATASET, "digest": digest, "counts": full,
                 "exports": {"openai": OPENAI_EXPORT, "trl": TRL_EXPORT}}
     _write(out_dir / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
     return DatasetInfo(path=path, digest=digest, counts=full)
+
+
+def sample_counts(lines: list[DatasetLine]) -> dict[str, dict[str, int]]:
+    """Samples per source (`self`, `hinted:<n>`, `oracle`), per template and per family (`update --dry-run`, the
+    update summary and the report show them)."""
+    out: dict[str, dict[str, int]] = {"by_source": {}, "by_template": {}, "by_family": {}}
+    for ln in lines:
+        tpl = str(ln.provenance.get("template") or f"task:{ln.provenance.get('task')}")
+        family = tpl.split("/", 1)[0] if "/" in tpl else "misc"
+        for key, val in (("by_source", ln.source), ("by_template", tpl), ("by_family", family)):
+            out[key][val] = out[key].get(val, 0) + 1
+    return {k: dict(sorted(v.items())) for k, v in out.items()}
 
 
 def read_dataset(path: Path) -> list[DatasetLine]:
@@ -168,5 +185,5 @@ def trl_line(ln: DatasetLine) -> dict[str, Any]:
     return {"messages": msgs, "tools": ln.tools}
 
 
-__all__ = ["DATASET", "MANIFEST", "OPENAI_EXPORT", "TRL_EXPORT", "DatasetInfo", "DatasetLine",
+__all__ = ["sample_counts", "DATASET", "MANIFEST", "OPENAI_EXPORT", "TRL_EXPORT", "DatasetInfo", "DatasetLine",
            "openai_line", "read_dataset", "trl_line", "write_dataset"]

@@ -16,6 +16,7 @@ from typing import Any
 
 from rsi.core.errors import ConfigError
 from rsi.core.harness_config import HarnessConfig
+from rsi.core.replay import refers_to_hint
 from rsi.core.training import TrialRecord
 from rsi.harness.atif import load_trajectory
 from rsi.loop.context import WorkspaceContext
@@ -87,6 +88,7 @@ class LoadedTrial:
     job_id: str
     trial_dir: str = ""
     rerendered: bool = False  # its head was rendered again under a later config (update's replay)
+    phrasing: int | None = None  # which wording of its template the task's instruction is (provenance)
 
 
 def load_trial(row: TrialRow, root: Path, max_turns: int, *, template: str | None = None) -> LoadedTrial | str:
@@ -103,13 +105,19 @@ def load_trial(row: TrialRow, root: Path, max_turns: int, *, template: str | Non
     messages = list(rsi.get("messages") or [])
     if not messages:
         return "no_trajectory: the trajectory records no messages"
+    source = str(rsi.get("source") or "self")
+    hint = rsi.get("hint")
+    if hint is not None:  # a hinted rollout: stored as production renders it, the hint's message removed
+        messages, why = without_hint(messages, hint)
+        if why is not None:
+            return why
     head = 2 + len(rsi.get("few_shot") or [])
     if len(messages) < head or messages[head - 1].get("role") != "user":
         return "no_trajectory: the messages do not start with the harness's head"
     actions = tuple(str(m.get("content") or "") + json.dumps(m.get("tool_calls") or [], sort_keys=True)
                     for m in messages[head:] if m.get("role") == "assistant")
     tokens: list[dict[str, Any]] = []
-    for st in traj.steps:
+    for st in traj.steps if source == "self" else ():  # other sources' tokens were served in another context
         ex = st.extra or {}
         if st.source == "agent" and ex.get("prompt_token_ids") is not None:
             tokens.append({"turn": ex.get("turn"), **{k: ex.get(k) for k in TOKEN_KEYS}})
@@ -119,10 +127,25 @@ def load_trial(row: TrialRow, root: Path, max_turns: int, *, template: str | Non
         trial_id=row.id, task_digest=row.task_digest, task_name=row.task_name, generation=row.generation,
         config_digest=row.harness_config_digest, attempt=row.attempt, split=row.split, reward=row.reward,
         error_type=row.error_type, integrity=row.integrity, tampered=bool(row.tampered_paths),
-        turns=row.turns, max_turns=max_turns, actions=actions, template=template,
+        turns=row.turns, max_turns=max_turns, actions=actions, template=template, source=source,
     )
     return LoadedTrial(record=rec, messages=messages, tools=list(rsi.get("tools") or []), prompt_messages=head,
                        tokens=tokens if has_tokens else None, job_id=row.job_id, trial_dir=str(path.parent))
+
+
+def without_hint(messages: list[dict[str, Any]], hint: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """A hinted rollout's messages with the hint's message removed (the serving prompts' rendering), or why it
+    cannot train: the hint is not where the trajectory says, or a reply refers to it (the model would learn to
+    answer a message production never shows)."""
+    i, text = hint.get("index"), hint.get("text")
+    if not isinstance(i, int) or not 0 < i < len(messages) or messages[i].get("content") != text \
+            or messages[i].get("role") != "user":
+        return messages, "no_trajectory: the hint's message is not where the trajectory records it"
+    rest = messages[:i] + messages[i + 1:]
+    for m in rest[i:]:
+        if m.get("role") == "assistant" and refers_to_hint(str(m.get("content") or "")):
+            return rest, "hint_leak: a reply refers to the hint production never shows"
+    return rest, None
 
 
 def dataset_line(t: LoadedTrial, *, accepted: bool, group_id: str, sample_index: int, advantage: float,
@@ -130,12 +153,13 @@ def dataset_line(t: LoadedTrial, *, accepted: bool, group_id: str, sample_index:
     r = t.record
     return DatasetLine(
         messages=t.messages, tools=t.tools, reward=float(r.reward or 0.0), accepted=accepted, group_id=group_id,
-        sample_index=sample_index, advantage=round(advantage, 6), prompt_messages=t.prompt_messages,
+        sample_index=sample_index, advantage=round(advantage, 6) if r.own else 0.0, prompt_messages=t.prompt_messages,
         provenance={"generation": r.generation, "config_digest": r.config_digest,
                     "serving_config_digest": serving_digest, "task_digest": r.task_digest, "task": r.task_name,
-                    "trial_id": r.trial_id, "job_id": t.job_id, "attempt": r.attempt, "template": r.unit},
-        tokens=t.tokens, validation=validation,
+                    "trial_id": r.trial_id, "job_id": t.job_id, "attempt": r.attempt, "template": r.unit,
+                    **({"phrasing": t.phrasing} if t.phrasing is not None else {})},
+        tokens=t.tokens if r.own else None, validation=validation, source=r.source,
     )
 
 
-__all__ = ["ConfigGate", "LoadedTrial", "config_differences", "dataset_line", "load_trial"]
+__all__ = ["ConfigGate", "LoadedTrial", "config_differences", "dataset_line", "load_trial", "without_hint"]

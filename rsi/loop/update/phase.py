@@ -32,11 +32,15 @@ from rsi.core.training import OBJECTIVES, TrainSettings, select
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.suites import suite_digests
 from rsi.loop.update.data import ConfigGate, LoadedTrial, dataset_line, load_trial
+from rsi.loop.update.leakage import check_leakage
 from rsi.loop.update.replay import gather_replay, task_templates
-from rsi.store.files import write_yaml_model
+from rsi.store.files import load_pool, write_yaml_model
 from rsi.train.backends import BACKENDS
 from rsi.train.base import Log, Progress, TrainError, TrainRequest, TrainResult
-from rsi.train.dataset import write_dataset
+from rsi.train.dataset import sample_counts, write_dataset
+
+# the agents whose trials may train (DESIGN §12): the model's own rollouts, its hinted rollouts, oracle replays
+SOURCE_AGENTS = ("harness", "hinted", "oracle-replay")
 from rsi.train.peft_dir import AdapterCheckError, AdapterInfo, check_peft_dir
 
 
@@ -54,6 +58,7 @@ class UpdateRequest:
     command: str | None = None
     steps: int | None = None
     load: bool = True  # load the adapter into the running endpoint
+    dry_run: bool = False  # select, check leakage and count samples; write and train nothing
     # Mixture-of-LoRA (rsi.loop.update.mol): register a new specialist LABEL for these new families
     add_specialist: str | None = None
     domains: list[str] = field(default_factory=list)
@@ -163,11 +168,13 @@ def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
     gate = ConfigGate(ctx, gen.id, cfg, cfg_digest)
     max_turns = min(cfg.loop.max_turns, contract.limits.max_turns)
     templates = task_templates(ctx)
+    phrasing_of = {t.digest: t.spec.metadata.rsi.phrasing for t in load_pool(ctx.ws.tasks_dir)}
 
     loaded: dict[str, LoadedTrial] = {}
     refusals: dict[str, str] = {}
     suites = suite_digests(ctx)
-    for row in store.outcomes("update", generation=gen.id, agent="harness"):
+    rows = [row for agent in SOURCE_AGENTS for row in store.outcomes("update", generation=gen.id, agent=agent)]
+    for row in rows:
         if jobs is not None and row.job_id not in jobs:
             continue
         why = gate.refusal(row) if row.task_digest not in suites else \
@@ -177,6 +184,7 @@ def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
         if isinstance(got, str):
             refusals[row.id] = got
         else:
+            got.phrasing = phrasing_of.get(row.task_digest)
             loaded[row.id] = got
     refused_counts: dict[str, int] = {}
     for why in refusals.values():
@@ -195,6 +203,11 @@ def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
                           f"{cfg.name} ({cfg_digest[:12]}); {len(refusals)} refused, e.g. {detail}")
     sel = select([t.record for t in loaded.values()], contract, normalize_std=settings.normalize_std)
     accepted, validation = set(sel.accepted), set(sel.validation)
+    kept = [loaded[t] for t in sel.dataset_ids()]
+    leakage = check_leakage(ctx, kept, cfg)  # refused (exit 2, samples named) before anything is written
+    req.log(f"leakage check: {leakage.samples} samples, no sealed task, unseen template or held-out phrasing; "
+            f"highest overlap with an unseen-template reference {leakage.max_overlap:.0%}"
+            + (f" ({leakage.max_overlap_with})" if leakage.max_overlap_with else ""))
     lines = [
         dataset_line(loaded[t], accepted=t in accepted or t in validation, group_id=sel.group_of[t],
                      sample_index=sel.sample_index[t], advantage=sel.advantages[t], serving_digest=cfg_digest,
@@ -206,8 +219,20 @@ def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
     run_id = f"upd-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
     out_dir = req.out or (ctx.ws.state_dir / "updates" / run_id)
     counts = sel.counts()
+    counts["samples"] = sample_counts([ln for ln in lines if ln.accepted and not ln.validation])
+    counts["leakage"] = leakage.as_json()
+    if req.dry_run:
+        return UpdateOutcome(run_id="dry-run", generation=gen.id, backend=req.backend, objective=req.objective,
+                             config={"name": cfg.name, "digest": cfg_digest, "source": cfg_source},
+                             dataset={"path": None, "digest": None, "counts": {"trajectories": len(lines),
+                                                                                **counts["samples"]}},
+                             selection=counts, refused=refused_counts, replay=replay.summary,
+                             wall_sec=round(time.monotonic() - t0, 2))
     info = write_dataset(out_dir / "dataset", lines, {"selection": counts, "refused": refused_counts})
     val = counts["validation"]
+    by_source = ", ".join(f"{k} {v}" for k, v in counts["samples"]["by_source"].items()) or "none"
+    req.log(f"samples that train, by source: {by_source}; over {len(counts['samples']['by_template'])} "
+            f"template(s) in {len(counts['samples']['by_family'])} family(ies)")
     req.log(f"dataset: {info.counts['trajectories']} trajectories ({len(accepted)} accepted over "
             f"{counts['templates']} template(s), {counts['capped']} over the per-template cap; "
             f"{len(replay.lines)} replayed from earlier generations; {val['accepted']} held out for validation "
