@@ -95,6 +95,7 @@ HoldoutUnit = Literal["task", "template", "family"]
 # `non_inferiority` (the candidate may not be worse by more than the part's margin), `report` (measured only).
 PartRole = Literal["superiority", "non_inferiority", "report"]
 GatedPart = Literal["in_skill", "unseen"]
+DEFAULT_GATES: dict[GatedPart, PartRole] = {"in_skill": "superiority", "unseen": "non_inferiority"}
 
 
 class Promotion(_Strict):
@@ -123,12 +124,12 @@ class Promotion(_Strict):
     holdout_phrasings: int = Field(default=1, ge=0)
     # which holdout part gates what; exactly one part is the superiority gate. A holdout where no task names
     # its part (a workspace discovered before the two-part holdout) is all `unseen` and gated for superiority
-    gates: dict[GatedPart, PartRole] = Field(
-        default_factory=lambda: {"in_skill": "superiority", "unseen": "non_inferiority"})
+    gates: dict[GatedPart, PartRole] = Field(default_factory=lambda: dict(DEFAULT_GATES))
     # the non-inferiority margin of the unseen-template part (mean per-unit pass-rate loss it may show)
     unseen_margin: float = Field(default=0.1, ge=0, le=1)
     # group-sequential promote: measure in this many rounds (round k brings every task to
-    # ceil(k * trials_per_task / looks) trials) and stop early on a clear gain or failure; 1 = one fixed test
+    # ceil(k * trials_per_task / looks) trials) and stop early on a clear gain or failure; 1 = one fixed test;
+    # at most trials_per_task rounds run (each adds a trial per task)
     looks: int = Field(default=1, ge=1, le=10)
     # Lan-DeMets alpha-spending function: the overall one-sided type-I error stays `alpha`
     spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
@@ -136,13 +137,10 @@ class Promotion(_Strict):
     futility_z: float | None = 0.0
 
     @model_validator(mode="after")
-    def _gates_and_looks(self) -> Promotion:
+    def _one_superiority_part(self) -> Promotion:
         sup = [p for p, r in self.gates.items() if r == "superiority"]
         if len(sup) != 1:
             raise ValueError(f"gates: exactly one holdout part must be `superiority` (got {sup or 'none'})")
-        if self.looks > self.trials_per_task:
-            raise ValueError(f"looks: {self.looks} rounds need at least as many trials_per_task "
-                             f"({self.trials_per_task}): every round adds a trial per task")
         return self
 
     @property

@@ -1,52 +1,57 @@
 """`rsi promote GEN` and `rsi rollback`: a candidate replaces its parent only when the sealed holdout says so.
 
-1. **holdout**: the active tasks under tasks/ whose split is `holdout`;
-2. **evidence**: K = contract `promotion.trials_per_task` graded trials per (task, generation) for the
-   candidate and its parent, each under its own config digest. Finished holdout trials with the same
-   task digest, generation and config digest are reused (never a discover job's gate or probe trials:
-   the probe selected the tasks); the rest run as one child `run` job of the promote phase job
-   (rsi.loop.stages.ChildJobs), so a killed promote resumes without re-paying a trial;
+1. **holdout**: the active tasks under tasks/ whose split is `holdout`, in two parts (a task's
+   `[metadata.rsi] holdout_part`): in-skill (train templates in phrasings never trained on) and unseen
+   templates; a task naming no part counts as unseen (rsi.loop.promote.evidence);
+2. **evidence, in rounds** (rsi.loop.promote.rounds): up to K = contract `promotion.trials_per_task` graded
+   trials per (task, generation) for the candidate and its parent, each under its own config digest, in
+   `promotion.looks` rounds. Finished holdout trials with the same task digest, generation and config digest
+   are reused (never a discover job's gate or probe trials: the probe selected the tasks); the rest run as
+   child `run` jobs of the promote phase job (rsi.loop.stages.ChildJobs), one per part and round, so a
+   killed promote resumes without re-paying a trial. After each round a group-sequential look (rsi.core.
+   sequential) stops early for a clear gain or a clear failure; one look is the fixed test;
 3. **suites**: the same for the contract's regression suites (`promotion.suites`: fixed task directories
-   no generator wrote), `promotion.suite_trials_per_task` trials per task and generation; and, when the
-   contract asks (`promotion.in_template_trials_per_task` > 0), for the train tasks: the in-template rate,
-   reported beside the template-disjoint holdout and never gated;
-4. **gates** (rsi.core.promotion): contract major, enough holdout units (templates, by the contract's
-   `promotion.holdout_unit`), min_delta, the paired test clustered on units, per-family regression,
-   non-inferiority on the suites, infra errors. When the contract majors differ or there are too few
-   holdout units, no trial is run: the gates could not pass whatever they showed;
+   no generator wrote), `promotion.suite_trials_per_task` trials per task and generation, in the same rounds;
+   and, when the contract asks (`promotion.in_template_trials_per_task` > 0), for the train tasks once at the
+   end: the in-template rate, reported and never gated;
+4. **gates** (rsi.core.promotion): contract major, enough units in the superiority part (in-skill; templates
+   by the contract's `promotion.holdout_unit`), min_delta, the paired test clustered on units against the
+   look's bound, non-inferiority of the unseen-template part and of the suites, per-family regression, infra
+   errors. When the contract majors differ or a gated part has too few units, no trial is run: the gates
+   could not pass whatever they showed;
 5. **decision** (unless --dry-run): pass -> candidate `promoted`, parent `superseded`; fail -> candidate
    `rejected`, the failing gates in the event's reason. Both manifests get the holdout figures as
-   headline metrics and are rewritten under generations/ (atomic writes). The verdict is recorded in
-   the promote job's params.
+   headline metrics and are rewritten under generations/ (atomic writes). The verdict (both parts, the
+   suite, the rounds run and the bound used) is recorded in the promote job's params.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from rsi.core.arm import Arm
-from rsi.core.contract import HoldoutUnit
-from rsi.core.discover import unit_of
 from rsi.core.errors import ConfigError, InputError
 from rsi.core.generation import GenerationManifest, GenerationState
-from rsi.core.promotion import Gate, PromotionVerdict, TaskOutcome, evaluate, holdout_advice, min_tasks, unit_word
+from rsi.core.promotion import PART_LABEL, Gate, PromotionVerdict, holdout_advice, min_tasks, unit_word
 from rsi.core.task import Task
 from rsi.core.trial import is_infra
-from rsi.loop.arms import ArmPlan, resolve_arms
 from rsi.loop.context import WorkspaceContext
+from rsi.loop.promote.evidence import (
+    arms,
+    holdout_tasks,
+    holdout_units,
+    part_units,
+    task_part,
+    task_unit,
+    train_tasks,
+)
+from rsi.loop.promote.rounds import IN_TEMPLATE_STAGE, STAGE, SUITE_STAGE, Rounds
 from rsi.loop.run import Progress, new_job_id
-from rsi.loop.stages import ChildJobs, Stage
+from rsi.loop.stages import ChildJobs
 from rsi.loop.suites import suite_tasks
 from rsi.sandbox.base import SandboxProvider
-from rsi.store.files import load_pool, write_yaml_model
-from rsi.store.tables import TrialRow
-
-STAGE = "holdout"
-SUITE_STAGE = "suite"
-IN_TEMPLATE_STAGE = "in_template"
+from rsi.store.files import write_yaml_model
 
 
 @dataclass
@@ -86,59 +91,15 @@ def _major(version: str) -> int:
     return int(version.split(".")[0])
 
 
-def holdout_tasks(ctx: WorkspaceContext) -> list[Task]:
-    """Tasks under tasks/ with split holdout whose registered state (if any) is active."""
-    state = {r.digest: r.state for r in ctx.store.task_rows()}
-    return [t for t in load_pool(ctx.ws.tasks_dir) if t.split == "holdout" and state.get(t.digest, "active")
-            == "active"]
-
-
-def train_tasks(ctx: WorkspaceContext) -> list[Task]:
-    """Tasks under tasks/ with split train whose registered state (if any) is active."""
-    state = {r.digest: r.state for r in ctx.store.task_rows()}
-    return [t for t in load_pool(ctx.ws.tasks_dir) if t.split == "train" and state.get(t.digest, "active")
-            == "active"]
-
-
-def task_unit(t: Task, unit: HoldoutUnit) -> str:
-    """The evaluation unit of a task under the contract's `holdout_unit` (a task without a template: itself)."""
-    return unit_of(unit, template=t.spec.metadata.rsi.template, family=t.family, task=t.name)
-
-
-def holdout_units(ctx: WorkspaceContext, tasks: list[Task] | None = None) -> dict[str, list[Task]]:
-    """The holdout's evaluation units (templates by default), each with its tasks."""
-    unit = ctx.contract.promotion.holdout_unit
-    out: dict[str, list[Task]] = {}
-    for t in holdout_tasks(ctx) if tasks is None else tasks:
-        out.setdefault(task_unit(t, unit), []).append(t)
-    return out
-
-
-def _arms(ctx: WorkspaceContext, agent: str, gens: list[GenerationManifest]) -> list[ArmPlan]:
-    if agent == "harness":
-        return resolve_arms(ctx, "harness", [g.id for g in gens], [])
-    return [ArmPlan(Arm(agent=agent, generation=g.id, config_digest=g.harness_config.digest), g) for g in gens]
-
-
-def _outcomes(rows: list[TrialRow], infra_rows: list[TrialRow], tasks: list[Task], k: int,
-              allowed: list[str], unit: HoldoutUnit) -> dict[str, TaskOutcome]:
-    """Per task: the first K graded trials (integrity allowed for promotion), and the infra count."""
-    fam = {t.digest: (t.name, t.family, task_unit(t, unit)) for t in tasks}
-    graded: dict[str, list[TrialRow]] = {}
-    for r in rows:
-        if is_infra(r.error_type) or (r.integrity is not None and r.integrity not in allowed):
-            continue
-        graded.setdefault(r.task_digest, []).append(r)
-    infra: dict[str, int] = {}
-    for r in infra_rows:
-        if is_infra(r.error_type):
-            infra[r.task_digest] = infra.get(r.task_digest, 0) + 1
-    out = {}
-    for digest, (name, family, key) in fam.items():
-        used = graded.get(digest, [])[:k]
-        out[name] = TaskOutcome(name, family, sum(1 for r in used if r.passed), len(used), infra.get(digest, 0),
-                                unit=key)
-    return out
+def _skip_reason(ctx: WorkspaceContext, tasks: list[Task], need: int) -> str | None:
+    """Why no trial can change the verdict: a gated holdout part with fewer units than the paired test needs."""
+    legacy = not any(task_part(t) for t in tasks)
+    for part, (_role, n_units, n_tasks) in part_units(ctx, tasks).items():
+        if n_units < need:
+            which = "" if legacy else f"{PART_LABEL[part]} "
+            return (f"{n_units} {which}holdout {unit_word(_label(ctx, tasks), n_units)} ({n_tasks} tasks), fewer "
+                    f"than the {need} the paired test needs; no trial run")
+    return None
 
 
 def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | None = None, *,
@@ -146,6 +107,7 @@ def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | Non
     """Evaluate GEN against its parent on the holdout and apply the verdict (see the module docstring)."""
     t0 = time.monotonic()
     store, contract = ctx.store, ctx.contract
+    promo = contract.promotion
     if req.concurrency < 1:
         raise InputError("--concurrency", None, "must be at least 1")
     cand = ctx.generation(req.gen)
@@ -155,25 +117,21 @@ def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | Non
         raise ConfigError(f"{cand.id} is {cand.state.value}, not a candidate; `rsi promote {cand.id} --dry-run` "
                           "evaluates it without changing anything")
     parent = ctx.generation(cand.parent)
-    k, k_suite = contract.promotion.trials_per_task, contract.promotion.suite_trials_per_task
-    k_in = contract.promotion.in_template_trials_per_task
+    k_in = promo.in_template_trials_per_task
     tasks = holdout_tasks(ctx)
     held = {t.digest for t in tasks}
     suite = [t for t in suite_tasks(ctx) if t.digest not in held]
     seen = held | {t.digest for t in suite}
     in_tpl = [t for t in train_tasks(ctx) if t.digest not in seen] if k_in else []
-    need = min_tasks(contract.promotion.alpha)
+    need = min_tasks(promo.alpha)
     majors_ok = _major(cand.contract) == _major(parent.contract) == contract.major
-    skipped = None
     if not majors_ok:
-        skipped = (f"contract majors differ (parent {parent.contract}, candidate {cand.contract}, "
-                   f"holdout graded under {contract.hcp}); no trial run")
-    elif len(units := holdout_units(ctx, tasks)) < need:
-        word = unit_word(_label(ctx, tasks), len(units))
-        skipped = (f"{len(units)} holdout {word} ({len(tasks)} tasks), fewer than the {need} the paired test needs; "
-                   "no trial run")
+        skipped: str | None = (f"contract majors differ (parent {parent.contract}, candidate {cand.contract}, "
+                               f"holdout graded under {contract.hcp}); no trial run")
+    else:
+        skipped = _skip_reason(ctx, tasks, need)
 
-    plans = _arms(ctx, req.agent, [parent, cand])
+    plans = arms(ctx, req.agent, [parent, cand])
     store.acquire_driver()
     job_id = req.resume or new_job_id().replace("job-", "prom-")
     try:
@@ -183,66 +141,25 @@ def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | Non
                 raise ConfigError(f"--resume {job.id}: not a promote job of {cand.id}")
         else:
             store.create_job(job_id, agent=req.agent, generation=cand.id,
-                             harness_config_digest=cand.harness_config.digest, attempts=k,
+                             harness_config_digest=cand.harness_config.digest, attempts=promo.trials_per_task,
                              concurrency=req.concurrency, task_paths=[], tasks_fingerprint="", trials=[],
                              kind="promote", phase="promote",
                              params={"candidate": cand.id, "parent": parent.id, "dry_run": req.dry_run,
                                      "agent": req.agent})
         store.claim_job(job_id)
-        reused = planned = 0
-        cells: list[tuple[str, str, int]] = []
-        suite_cells: list[tuple[str, str, int]] = []
-        in_cells: list[tuple[str, str, int]] = []
-        for group, want, out_cells in ((tasks, k, cells), (suite, k_suite, suite_cells), (in_tpl, k_in, in_cells)):
-            if skipped is not None:
-                break
-            for p in plans:
-                for t in group:
-                    have = [r for r in store.evidence_trials("promote", generation=p.arm.generation or "",
-                                                             config_digest=p.arm.config_digest,
-                                                             task_digests=[t.digest], agent=p.arm.agent)
-                            if not is_infra(r.error_type)]
-                    reused += min(len(have), want)
-                    if len(have) < want:
-                        out_cells.append((t.name, p.arm.id, want - len(have)))
-                        planned += want - len(have)
         runner = ChildJobs(ctx, job_id, phase="promote", budget=None, concurrency=req.concurrency,
                            progress_for=lambda _k: progress or Progress(),
                            resume_hint=f"resume with `rsi promote {cand.id} --resume {job_id}`", provider=provider)
-        stop = None
-        if skipped is None:
-            stage = Stage(STAGE, plans, cells, [Path(t.path) for t in tasks], part="holdout")
-            stop = runner.run(stage).stop
-            if stop is None and suite:
-                stop = runner.run(Stage(SUITE_STAGE, plans, suite_cells, [Path(t.path) for t in suite],
-                                        part="suite")).stop
-            if stop is None and in_tpl:
-                stop = runner.run(Stage(IN_TEMPLATE_STAGE, plans, in_cells, [Path(t.path) for t in in_tpl],
-                                        part="in-template")).stop
-        own = [r for j in runner.children() for r in store.trials(j.id)]
-        arms_out: list[dict[str, TaskOutcome]] = []
-        suite_out: list[dict[str, TaskOutcome]] = []
-        in_out: list[dict[str, TaskOutcome]] = []
-        allowed: list[str] = list(contract.grading.promotion_integrity)
-        for p in plans:
-            mine = [r for r in own if r.arm_id == p.arm.id]
-            parts: tuple[tuple[list[Task], int, HoldoutUnit, list[dict[str, TaskOutcome]]], ...] = (
-                (tasks, k, contract.promotion.holdout_unit, arms_out), (suite, k_suite, "task", suite_out),
-                (in_tpl, k_in, "template", in_out))
-            for group, want, unit, into in parts:
-                rows = store.evidence_trials("promote", generation=p.arm.generation or "",
-                                             config_digest=p.arm.config_digest, task_digests=[t.digest for t in group],
-                                             agent=p.arm.agent) if skipped is None and group else []
-                into.append(_outcomes(rows, mine, group, want, allowed, unit))
-        verdict = evaluate(arms_out[0], arms_out[1], contract.promotion, parent_major=_major(parent.contract),
-                           candidate_major=_major(cand.contract), contract_major=contract.major,
-                           suite=(suite_out[0], suite_out[1]),
-                           in_template=(in_out[0], in_out[1]) if in_tpl and skipped is None else None)
+        rounds = Rounds(ctx, runner, plans, tasks, suite, measured=skipped is None)
+        stop = rounds.run(parent, cand) if skipped is None else None
+        if stop is None and skipped is None and in_tpl:
+            stop = rounds.in_template(in_tpl, k_in)
+        verdict = rounds.verdict(parent, cand)
         if skipped is not None and majors_ok:  # nothing measured: the advice counts the units the holdout has
-            verdict.gates = [_units_gate(g, len(holdout_units(ctx, tasks)), len(tasks), need, _label(ctx, tasks))
-                             for g in verdict.gates]
+            verdict.gates = [_units_gate(g, ctx, tasks, need) for g in verdict.gates]
+        own = runner.trials()
         out = PromoteOutcome(job_id, cand.id, parent.id, verdict, len(tasks),
-                             {"reused": reused, "planned": planned,
+                             {"reused": rounds.reused(), "planned": rounds.planned,
                               "infra": sum(1 for r in own if is_infra(r.error_type))},
                              skipped=skipped, interrupted=stop)
         if cand.is_mol and skipped is None and stop is None and (req.agent == "harness" or req.routing_client):
@@ -287,11 +204,16 @@ def _label(ctx: WorkspaceContext, tasks: list[Task]) -> str:
     return "task" if unit == "template" and not any(t.spec.metadata.rsi.template for t in tasks) else unit
 
 
-def _units_gate(g: Gate, have: int, n_tasks: int, need: int, unit: str) -> Gate:
-    if g.name != "holdout_units":
-        return g
-    return Gate(g.name, f">= {need} {unit_word(unit)}", f"{have} ({n_tasks} tasks), none measured", False,
-                holdout_advice(have, need, unit))
+def _units_gate(g: Gate, ctx: WorkspaceContext, tasks: list[Task], need: int) -> Gate:
+    """A units gate of a promote that measured nothing, counting the units the holdout has (per part)."""
+    unit = _label(ctx, tasks)
+    legacy = not any(task_part(t) for t in tasks)
+    for part, (role, n_units, n_tasks) in part_units(ctx, tasks).items():
+        if g.name == ("holdout_units" if role == "superiority" else f"{part}_noninferiority"):
+            what = unit if legacy else f"{PART_LABEL[part]} {unit}"
+            return Gate(g.name, f">= {need} {unit_word(what)}", f"{n_units} ({n_tasks} tasks), none measured",
+                        False, holdout_advice(n_units, need, what) if n_units < need else "not measured")
+    return g
 
 
 def _headline(v: PromotionVerdict, which: str) -> dict[str, float]:
@@ -383,5 +305,5 @@ def rollback(ctx: WorkspaceContext) -> RollbackOutcome:
     return RollbackOutcome(cur.id, prev.id, changes)
 
 
-__all__ = ["PromoteOutcome", "PromoteRequest", "RollbackOutcome", "holdout_tasks", "holdout_units", "promote",
-           "rollback", "task_unit"]
+__all__ = ["IN_TEMPLATE_STAGE", "STAGE", "SUITE_STAGE", "PromoteOutcome", "PromoteRequest", "RollbackOutcome",
+           "holdout_tasks", "holdout_units", "promote", "rollback", "task_unit", "train_tasks"]
