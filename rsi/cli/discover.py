@@ -85,6 +85,10 @@ def discover(
         "--holdout-only", help="Top up the sealed holdout split: candidates of holdout templates (those the holdout "
                                "lacks first), admitted on validity alone; --n counts them.")
     ] = False,
+    part: Annotated[str, typer.Option(
+        "--part", help="With --holdout-only, the holdout part to top up: unseen (templates never trained on, any "
+                       "phrasing) or in_skill (train templates in their held-out phrasings only).")
+    ] = "unseen",
     reprobe: Annotated[bool, typer.Option(
         "--reprobe", help="Re-run the active pool against the generation; retire easy (p = 1) and broken tasks, "
                           "and move each family's difficulty level.")] = False,
@@ -106,6 +110,8 @@ def discover(
     from rsi.loop.discover.reprobe import reprobe as run_reprobe
 
     with errors():
+        if part not in ("unseen", "in_skill"):
+            raise InputError("--part", None, f"'{part}' is not one of: unseen, in_skill")
         wctx = open_context(ctx)
         bnd = _band(band)
         with progress(json_out) as bars:
@@ -116,7 +122,8 @@ def discover(
             else:
                 req = DiscoverRequest(n=n, generators=list(generator or []), families=list(family or []),
                                       generation=gen, band=bnd, attempts=attempts, budget=budget, resume=resume,
-                                      holdout_only=holdout_only, difficulty=difficulty, levels=list(level or []),
+                                      holdout_only=holdout_only, part=part,  # type: ignore[arg-type]
+                                      difficulty=difficulty, levels=list(level or []),
                                       seed=seed, concurrency=concurrency)
                 out = run_discover(wctx, req, hooks)
     if reprobe:

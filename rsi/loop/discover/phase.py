@@ -8,13 +8,15 @@ One discover job runs four steps, each resumable, each recorded:
 2. **gate**, in Docker, cheapest first: the oracle passes every one of the contract's runs (this
    also builds the environment), then doing nothing fails and every known-wrong solution fails;
 3. **probe**: the current generation attempts each valid *train* candidate K times;
-4. **admit** into `tasks/` the train candidates whose pass rate lies in the band, and every valid
-   holdout candidate. The split is decided by the contract's `promotion.holdout_unit`: by template
-   (the default) it is a function of the template id, so no template has tasks on both sides; by
-   family, of the family; by task, of the task's digest. Holdout candidates are admitted on validity
-   alone, never by the parent's probe band, so the holdout also holds tasks the parent solves and a
-   regression can show. Train candidates above the band are dropped (recorded, not admitted): an easy
-   task carries no signal for the loop, and `--reprobe` retires pool tasks that became easy.
+4. **admit** into `tasks/` the train candidates whose pass rate lies in the band, and every valid holdout
+   candidate. The split is decided by the contract's `promotion.holdout_unit`: by template (the default) it is a
+   function of the template id, so no held-out template has a train task; by family, of the family; by task, of
+   the task's digest. Holdout candidates are admitted on validity alone, never by the parent's probe band, so
+   the holdout also holds tasks the parent solves and a regression can show. A train template's draft in a
+   held-out phrasing (the contract's `promotion.holdout_phrasings`) is an `in_skill` holdout task; a held-out
+   template's is `unseen` (`holdout_part` in task.toml; rsi.core.discover.draft_placement). Train candidates
+   above the band are dropped (recorded, not admitted): an easy task carries no signal for the loop, and
+   `--reprobe` retires pool tasks that became easy.
 
 Steps 2-3 run as child `run` jobs of the discover job (rsi.loop.run), so a killed discover resumes
 without re-paying a finished trial; candidates are one row per (job, name), so none is duplicated.
@@ -35,12 +37,12 @@ from rsi.core.discover import (
     TaskDraft,
     content_digest,
     contract_overreach,
-    draft_split,
+    draft_placement,
     nearest_duplicate,
     render_task,
 )
 from rsi.core.errors import ConfigError, InputError, RsiError
-from rsi.core.task import Task
+from rsi.core.task import HoldoutPart, Task
 from rsi.loop.arms import ArmPlan, resolve_arms
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.discover.generators import GENERATORS, GeneratorError, GenRequest, PoolTask, Proposer, load_generators
@@ -53,7 +55,7 @@ from rsi.sandbox.base import SandboxProvider
 from rsi.store.files import load_pool, load_task
 from rsi.store.tables import CandidateRow
 
-PROCEDURAL = ("files", "text", "data", "logs", "pyfix", "pipeline")
+PROCEDURAL = ("files", "text", "data", "logs", "pyfix", "pipeline", "shell")
 
 
 @dataclass
@@ -67,6 +69,9 @@ class DiscoverRequest:
     budget: float | None = None  # trials, gate and probe together
     resume: str | None = None
     holdout_only: bool = False
+    # which holdout part a holdout-only job tops up: `unseen` templates, or `in_skill` (train templates in
+    # their held-out phrasings)
+    part: HoldoutPart = "unseen"
     difficulty: int | None = None  # default: the family's curriculum level
     levels: list[int] = field(default_factory=list)  # several levels, taken in turn (instead of difficulty)
     seed: int | None = None  # default: above every earlier discover / cycle seed here (next_seed)
@@ -88,16 +93,16 @@ class DiscoverOutcome:
 MAX_KNOWN_WRONG = 3  # the budget check assumes this many known-wrong answers of a candidate not generated yet
 
 # The settings a discover job is planned with; a resume may not change them (only --budget, -n).
-SETTINGS = ("n", "generators", "families", "generation", "band", "attempts", "holdout_only", "difficulty", "levels",
-            "seed", "probe_agent")
+SETTINGS = ("n", "generators", "families", "generation", "band", "attempts", "holdout_only", "part", "difficulty",
+            "levels", "seed", "probe_agent")
 
 
 def _settings(req: DiscoverRequest) -> dict[str, Any]:
     """What the user asked for explicitly (unset options left out)."""
     asked = {"n": req.n, "generators": req.generators, "families": req.families, "generation": req.generation,
              "band": list(req.band) if req.band else None, "attempts": req.attempts,
-             "holdout_only": req.holdout_only, "difficulty": req.difficulty, "levels": req.levels, "seed": req.seed,
-             "probe_agent": req.probe_agent}
+             "holdout_only": req.holdout_only, "part": req.part, "difficulty": req.difficulty, "levels": req.levels,
+             "seed": req.seed, "probe_agent": req.probe_agent}
     defaults = DiscoverRequest()
     return {k: v for k, v in asked.items() if v not in (None, [], False) and v != getattr(defaults, k, None)}
 
@@ -119,6 +124,8 @@ def _resolve(ctx: WorkspaceContext, req: DiscoverRequest) -> tuple[DiscoverReque
         raise InputError("--budget", None, "must be more than 0")
     if req.concurrency < 1:
         raise InputError("--concurrency", None, "must be at least 1")
+    if req.part != "unseen" and not req.holdout_only:
+        raise InputError("--part", None, "names the holdout part a --holdout-only job tops up; add --holdout-only")
     if req.resume:
         job = ctx.store.get_job(req.resume)
         if job.kind != "discover":
@@ -292,16 +299,17 @@ def _generate(ctx: WorkspaceContext, job_id: str, req: DiscoverRequest, gens: li
     probes = int(req.attempts or 1)
     fixed = contract.discovery.oracle_runs + 1 + probes
     planned = sum(_cost(c, fixed, probes) for c in rows if c.state != "rejected")
-    unit = contract.promotion.holdout_unit
-    requests = plain_requests(req, gens, levels, contract.discovery.max_difficulty)
+    unit, held = contract.promotion.holdout_unit, contract.promotion.holdout_phrasings
+    requests = plain_requests(req, gens, levels, contract.discovery.max_difficulty, held)
     if req.holdout_only:
-        # what the holdout had before this job (its own admissions left out, so a resume asks the same)
+        # what the part had before this job (its own admissions left out, so a resume asks the same)
         mine = {r.digest for r in store.task_rows() if r.discover_job == job_id}
-        covered = {t.spec.metadata.rsi.template or "" for t in pool if t.split == "holdout" and t.digest not in mine}
+        covered = {t.spec.metadata.rsi.template or "" for t in pool if t.split == "holdout" and t.digest not in mine
+                   and (t.spec.metadata.rsi.holdout_part or "unseen") == req.part}
         aimed = holdout_requests(req, gens, levels, contract.discovery.max_difficulty, unit,
-                                 contract.promotion.holdout_fraction, covered)
+                                 contract.promotion.holdout_fraction, covered, held)
         if aimed == []:
-            hooks.message(f"no holdout {unit} at the levels asked for: nothing to generate")
+            hooks.message(f"no {req.part} holdout {unit} at the levels asked for: nothing to generate")
         requests = requests if aimed is None else aimed
     with ExitStack() as stack:
         proposer = stack.enter_context(_proposer(ctx, gen_id)) if "model" in gens else None
@@ -316,7 +324,8 @@ def _generate(ctx: WorkspaceContext, job_id: str, req: DiscoverRequest, gens: li
             if (gname, greq.seed) in done_keys:
                 continue
             greq.pool, greq.proposer = view, proposer
-            row = _candidate(ctx, job_id, gname, greq, gen_id, stage_root, known, digests, req.holdout_only)
+            row = _candidate(ctx, job_id, gname, greq, gen_id, stage_root, known, digests,
+                             req.part if req.holdout_only else None)
             if row is None:
                 continue
             have += int(not req.holdout_only or row.split == "holdout")
@@ -339,8 +348,9 @@ def _reject(ctx: WorkspaceContext, row: CandidateRow, reason: str, detail: str) 
 
 
 def _candidate(ctx: WorkspaceContext, job_id: str, gname: str, greq: GenRequest, gen_id: str, stage_root: Path,
-               known: dict[str, str], digests: set[str], holdout_only: bool) -> CandidateRow | None:
-    """Generate, stage and statically check one candidate; None when it is skipped (holdout-only)."""
+               known: dict[str, str], digests: set[str], only: HoldoutPart | None) -> CandidateRow | None:
+    """Generate, stage and statically check one candidate; None when it is skipped (a holdout-only job keeps
+    the drafts of its holdout part `only`)."""
     contract = ctx.contract
     base = CandidateRow(job_id=job_id, name=f"{gname}-s{greq.seed}", generator=gname,
                         family=greq.family or "misc", difficulty=greq.difficulty, seed=greq.seed,
@@ -355,10 +365,11 @@ def _candidate(ctx: WorkspaceContext, job_id: str, gname: str, greq: GenRequest,
     name = draft.name()
     if name in existing:  # another seed made the very same task (mutate picks parents by seed)
         return None
-    split = draft_split(draft, name, contract.promotion.holdout_fraction, contract.promotion.holdout_unit)
-    if holdout_only and split != "holdout":
+    p = contract.promotion
+    split, part = draft_placement(draft, name, p.holdout_fraction, p.holdout_unit, p.holdout_phrasings)
+    if only is not None and (split != "holdout" or part != only):
         return None
-    files = render_task(draft, name=name, split=split, discovered_by=gen_id)
+    files = render_task(draft, name=name, split=split, discovered_by=gen_id, holdout_part=part)
     stage = stage_root / name
     _write_stage(stage, files, draft)
     row = CandidateRow(job_id=job_id, name=name, generator=gname, family=draft.family, difficulty=draft.difficulty,

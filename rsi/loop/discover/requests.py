@@ -1,10 +1,12 @@
 """The deterministic sequence of generator calls a discover job makes (rsi.loop.discover.phase).
 
 Generators take turns, seeds count up from the job's base seed, and the level is the request's (`levels`
-cycles through several, `difficulty` pins one) or the family's curriculum level. A holdout-only job under a
-template (or family) split asks the procedural generators for their holdout templates by name, those not yet
-in the holdout pool first, so `rsi discover --holdout-only --n K` adds K templates where it can: the paired
-test counts templates, not tasks.
+cycles through several, `difficulty` pins one) or the family's curriculum level. Plain requests ask for train
+phrasings (`phrasing_side="train"`): a train template then never yields a task in a held-out phrasing. A
+holdout-only job under a template (or family) split asks the procedural generators for templates by name, those
+not yet in that part of the holdout first, so `rsi discover --holdout-only --n K` adds K templates where it can
+(the paired test counts templates, not tasks): for the `unseen` part (the default) the holdout templates in any
+phrasing; for the `in_skill` part the *train* templates in their held-out phrasings only.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Protocol
 
 from rsi.core.contract import HoldoutUnit
 from rsi.core.discover import unit_split
+from rsi.core.task import HoldoutPart
 from rsi.loop.discover.generators import GENERATORS, GenRequest
 from rsi.loop.discover.generators.procedural import ProceduralFamily
 
@@ -24,6 +27,7 @@ class Asked(Protocol):
     n: int
     families: list[str]
     holdout_only: bool
+    part: HoldoutPart
     difficulty: int | None
     levels: list[int]
     seed: int | None
@@ -33,8 +37,10 @@ def seed_of(req: Asked, i: int) -> int:
     return (req.seed or 0) * 100_003 + i
 
 
-def plain_requests(req: Asked, gens: list[str], levels: dict[str, int], max_level: int) -> list[tuple[str, GenRequest]]:
-    """(generator, request) pairs: generators round-robin, then families, then the request's levels."""
+def plain_requests(req: Asked, gens: list[str], levels: dict[str, int], max_level: int,
+                   holdout_phrasings: int = 0) -> list[tuple[str, GenRequest]]:
+    """(generator, request) pairs: generators round-robin, then families, then the request's levels; each asks
+    for a train phrasing (the last `holdout_phrasings` of a template are the in-skill holdout's)."""
     out = []
     families: list[str | None] = list(req.families) or [None]
     budget = req.n * (HOLDOUT_TRIES if req.holdout_only else 1)  # holdout-only keeps going until n holdout ones
@@ -50,14 +56,16 @@ def plain_requests(req: Asked, gens: list[str], levels: dict[str, int], max_leve
         else:
             level = req.difficulty or levels.get(fam or "", 1)
         out.append((gname, GenRequest(seed=seed_of(req, i), difficulty=min(level, g.max_level, max_level),
-                                      family=fam)))
+                                      family=fam, phrasing_side="train", holdout_phrasings=holdout_phrasings)))
     return out
 
 
 def holdout_templates(req: Asked, gens: list[str], levels: dict[str, int], max_level: int, unit: HoldoutUnit,
-                      fraction: float) -> list[tuple[str, int, str]]:
-    """(generator, level, template) of every holdout template the request allows: its levels, else its
-    difficulty, else every level up to the family's curriculum level."""
+                      fraction: float, part: HoldoutPart = "unseen") -> list[tuple[str, int, str]]:
+    """(generator, level, template) of every template the request allows (its levels, else its difficulty,
+    else every level up to the family's curriculum level) that feeds the holdout's `part`: the templates the
+    unit split holds out (`unseen`), or the train templates (`in_skill`, asked for in held-out phrasings)."""
+    want = "holdout" if part == "unseen" else "train"
     out = []
     for gname in dict.fromkeys(gens):  # a generator named twice (to weigh it in plain requests) counts once
         g = GENERATORS.create(gname)
@@ -68,18 +76,23 @@ def holdout_templates(req: Asked, gens: list[str], levels: dict[str, int], max_l
             if lv not in g.levels or lv > max_level:
                 continue
             for tid in g.template_ids(lv):
-                if unit_split(unit, tid if unit == "template" else g.family, fraction) == "holdout":
+                if unit_split(unit, tid if unit == "template" else g.family, fraction) == want:
                     out.append((gname, lv, tid))
     return out
 
 
 def holdout_requests(req: Asked, gens: list[str], levels: dict[str, int], max_level: int, unit: HoldoutUnit,
-                     fraction: float, covered: Collection[str]) -> list[tuple[str, GenRequest]] | None:
-    """Holdout-only requests aimed at holdout templates, uncovered ones first; None when the split is by task
-    (nothing to aim at: drafts are filtered by their digest's split) or no procedural generator is asked for."""
+                     fraction: float, covered: Collection[str],
+                     holdout_phrasings: int = 0) -> list[tuple[str, GenRequest]] | None:
+    """Holdout-only requests aimed at the templates of the request's part (`covered`: those that part already
+    has, asked for last); None when the split is by task (nothing to aim at: drafts are filtered by their
+    placement) or no procedural generator is asked for. `in_skill` requests draw held-out phrasings only, and
+    there are none without held-out phrasings."""
     if unit == "task":
         return None
-    options = holdout_templates(req, gens, levels, max_level, unit, fraction)
+    if req.part == "in_skill" and holdout_phrasings < 1:
+        return []
+    options = holdout_templates(req, gens, levels, max_level, unit, fraction, req.part)
     if not options:
         return None if not any(isinstance(GENERATORS.create(g), ProceduralFamily) for g in gens) else []
     ordered = _interleave([o for o in options if o[2] not in covered]) + \
@@ -88,7 +101,9 @@ def holdout_requests(req: Asked, gens: list[str], levels: dict[str, int], max_le
     for i in range(req.n * HOLDOUT_TRIES):
         gname, lv, tid = ordered[i % len(ordered)]
         fam = tid.split("/", 1)[0]
-        out.append((gname, GenRequest(seed=seed_of(req, i), difficulty=lv, family=fam, template=tid)))
+        side = "holdout" if req.part == "in_skill" else "any"
+        out.append((gname, GenRequest(seed=seed_of(req, i), difficulty=lv, family=fam, template=tid,
+                                      phrasing_side=side, holdout_phrasings=holdout_phrasings)))
     return out
 
 
