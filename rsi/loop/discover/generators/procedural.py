@@ -5,8 +5,9 @@ A family holds *templates*, each at one level: a distinct operation with its own
 create, append, copy, delete, chmod, ...; text: count lines, head, sort, dedupe, ...). Levels 1 and 2
 offer several templates each, levels 3 and 4 one; the seed draws the template, then the template draws
 its names, data and one of its phrasings of the instruction (4+ at levels 1 and 2) on the side the request
-asks for (`GenRequest.phrasing_side`: the last `holdout_phrasings` are the in-skill holdout's only). A task records its template id
-(`<family>/<template>`): the unit of evaluation, so the holdout split can keep whole templates apart.
+asks for (`GenRequest.phrasing_side`: the last `holdout_phrasings` are the in-skill holdout's only). A task
+records its template id (`<family>/<template>`): the unit of evaluation, so the holdout split can keep whole
+templates apart.
 
 Level 1 of every family is one obvious command with every name given (the reach of a 135M model);
 each level up adds a step or a trap that a careless answer falls into. Instances of one template
@@ -208,7 +209,8 @@ class ProceduralFamily:
         lv = _name_answer(tpl.fn(rng), rng)
         return TaskDraft(
             generator=self.name, family=self.family, template=f"{self.family}/{tpl.id}", difficulty=req.difficulty,
-            seed=req.seed, phrasing=lv.phrasing[0], phrasings=lv.phrasing[1], instruction=lv.instruction, dockerfile=dockerfile(lv.env_files), env_files=lv.env_files,
+            seed=req.seed, phrasing=lv.phrasing[0], phrasings=lv.phrasing[1], instruction=lv.instruction,
+            dockerfile=dockerfile(lv.env_files), env_files=lv.env_files,
             test_sh=verifier(lv.test_checks, lv.what), solve_sh=script(lv.solve),
             known_wrong=[script(w) for w in lv.wrong], reads=lv.reads, tags=[self.family, f"level-{req.difficulty}"],
         )
