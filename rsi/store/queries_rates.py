@@ -11,9 +11,9 @@ The viewer's compare grid, `rsi diff` (terminal, Markdown, HTML, JSON) and the r
   that expand tried is another arm, not the generation;
 - **never a discover job's gate or probe trials** for a model arm (the probe selected the tasks); a control's
   trials count wherever they ran (discover's gate is where most of them come from);
-- **infra errors counted apart**, never graded (rsi.core.trial.is_infra, via INFRA_ERROR_TYPES); trials graded at
-  an integrity level the contract does not accept for promotion are left out; per task, the first K graded
-  trials (oldest first) where the scope names a K — what promote reuses;
+- **infra errors counted apart**, never graded (rsi.core.trial.is_infra, via INFRA_ERROR_TYPES); for model arms,
+  trials graded at an integrity level the contract does not accept for promotion are left out, and per task
+  only the first K graded trials (oldest first) count where the scope names a K — what promote reuses;
 - **the task set** by part: `holdout` (split holdout, the regression suites' tasks left out), `suite` (the
   contract's suites), `train`; retired tasks left out of the holdout and train parts, as promote leaves them.
 
@@ -109,6 +109,8 @@ class PassTally:
 
     def covers(self) -> str:
         """`agent harness, config 1a2b3c4d`: whose trials the figure counts."""
+        if not self.configs and self.generation is None:
+            return f"agent {', '.join(self.agents)}, any generation and config"
         cfgs = ", ".join("none" if c is None else c[:8] for c in self.configs) or "none"
         return f"agent {', '.join(self.agents)}, config {cfgs}"
 
@@ -174,8 +176,10 @@ class RateQueries:
         """Per task, the trials a rate counts (see the module docstring): a generation's model arms under its
         own config (or `scope.configs`), or — given `arm` — that one arm, control or model. `agents` narrows a
         generation's model agents (e.g. to the one a promotion measured)."""
-        if (generation is None) == (arm is None):
-            raise ValueError("give a generation or an arm")
+        if generation is not None and arm is not None:
+            raise ValueError("give a generation or an arm, not both")
+        if generation is None and arm is None and not agents:
+            raise ValueError("give a generation, an arm or the agents (controls) to count")
         model = self.model_agents()
         where = [f"t.status = '{DONE}'"]
         params: dict[str, Any] = {}
@@ -186,8 +190,14 @@ class RateQueries:
             who: tuple[str, ...] = (str(info["agent"]),)
             cfgs: tuple[str | None, ...] = (info["config_digest"],)
             column, gen = arm, info["generation"]
+        elif generation is None:  # these agents (controls) on the task set, whatever generation or config
+            who = tuple(sorted(set(agents or ())))
+            inl, names = _in("ag", who)
+            where.append(f"t.agent IN ({inl})")
+            params.update(names)
+            cfgs = ()
+            column, gen = "+".join(who), None
         else:
-            assert generation is not None
             who = tuple(sorted(model if agents is None else set(agents)))
             cfgs = scope.configs if scope.configs is not None else (
                 self.generation_manifest(generation).harness_config.digest,)
@@ -210,6 +220,10 @@ class RateQueries:
             inl, names = _in("sp", scope.parts)
             where.append(f"t.split IN ({inl})")
             params.update(names)
+        elif scope.parts is not None and set(scope.parts) == {"suite"}:
+            inl, names = _in("sd", sorted(scope.suite))
+            where.append(f"t.task_digest IN ({inl})")
+            params.update(names)
         if scope.family:
             where.append("t.task_digest IN (SELECT digest FROM tasks WHERE family = :family)")
             params["family"] = scope.family
@@ -218,6 +232,7 @@ class RateQueries:
             f"WHERE {' AND '.join(where)} ORDER BY t.task_digest, t.finished_at, t.id", params)
         retired = {d for (d,) in self._tuples("SELECT digest FROM tasks WHERE state != 'active'")}
         out = PassTally(column, gen, who, cfgs, scope)
+        gated = any(a in model for a in who)  # promote's integrity levels and K apply to what it measures
         for digest, name, split, tid, passed, error, integrity in rows:
             part = "suite" if digest in scope.suite else str(split)
             if scope.parts is not None and part not in scope.parts:
@@ -229,8 +244,9 @@ class RateQueries:
                 t = out.tasks[name] = TaskTally(digest, name, part)
             if error in INFRA_ERROR_TYPES:
                 t.infra += 1
-            elif (scope.integrity is not None and integrity is not None and integrity not in scope.integrity) or (
-                    (k := scope.per_task.get(part)) is not None and t.graded >= k):
+            elif gated and ((scope.integrity is not None and integrity is not None
+                             and integrity not in scope.integrity)
+                            or ((k := scope.per_task.get(part)) is not None and t.graded >= k)):
                 t.left_out += 1
             else:
                 t.graded += 1

@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from rsi.store.queries_base import StoreBase
-from rsi.store.queries_diff import INFRA_ERROR_TYPES, INFRA_SQL
+from rsi.store.queries_rates import INFRA_ERROR_TYPES, INFRA_SQL, RateQueries
 from rsi.store.tables import JobRow, TaskRow
 
 COUNT_CAP = 1_000
@@ -145,7 +145,7 @@ def _key_of(row: dict[str, Any], sort: str) -> Any:
     return row[sort]
 
 
-class ViewQueries(StoreBase):
+class ViewQueries(StoreBase, RateQueries):
     """Read-only queries behind the viewer's pages."""
 
     def _rows(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -266,32 +266,35 @@ class ViewQueries(StoreBase):
         with self.session() as s:
             return s.get(JobRow, job_id)
 
-    def pass_grid(self, by: str, *, split: str | None = None, family: str | None = None,
-                  agent: str | None = None) -> list[dict[str, Any]]:
-        """Finished trials per (task, generation or arm): trials, passes, infra. `by`: generation | arm."""
-        column = {"generation": "t.generation", "arm": "t.arm_id"}[by]
-        where = ["t.status = 'done'", f"{column} IS NOT NULL"]
-        params: dict[str, Any] = {}
-        if split:
-            where.append("t.split = :split")
-            params["split"] = split
-        if family:
-            where.append("t.task_digest IN (SELECT digest FROM tasks WHERE family = :family)")
-            params["family"] = family
-        if agent:
-            where.append("t.agent = :agent")
-            params["agent"] = agent
+    def arms_in(self, splits: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+        """The arms with finished trials (on these splits), by generation, agent, config and variant."""
+        where, params = "", {}
+        if splits:
+            names = {f"s{i}": x for i, x in enumerate(splits)}
+            where = f"AND t.split IN ({', '.join(':' + n for n in names)})"
+            params = names
         return self._rows(
-            f"SELECT t.task_name AS task, {column} AS col, count(*) AS trials, "
-            "sum(CASE WHEN t.passed THEN 1 ELSE 0 END) AS passes, "
-            f"sum(CASE WHEN t.error_type IN {_INFRA} THEN 1 ELSE 0 END) AS infra "
-            f"FROM trials t WHERE {' AND '.join(where)} GROUP BY t.task_name, {column} ORDER BY t.task_name", params)
+            "SELECT a.id, a.agent, a.generation, a.config_digest, a.variant FROM arms a WHERE EXISTS "
+            f"(SELECT 1 FROM trials t WHERE t.arm_id = a.id AND t.status = 'done' {where}) "
+            "ORDER BY coalesce(a.generation, ''), a.agent, coalesce(a.config_digest, ''), coalesce(a.variant, ''), "
+            "a.id", params)
+
+    def control_agents(self) -> list[str]:
+        """Agents with arms that are not model arms (oracle, nop, known_wrong, ...): the controls."""
+        model = self.model_agents()
+        return [a for a in (str(r[0]) for r in self._tuples("SELECT DISTINCT agent FROM arms ORDER BY agent"))
+                if a not in model]
 
     def trial_choices(self, task: str, *, generation: str | None = None, arm: str | None = None,
-                      limit: int = 50) -> list[dict[str, Any]]:
-        """Finished trials of one task under one generation (or arm): passing ones first, then by attempt."""
+                      ids: list[str] | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        """Finished trials of one task under one generation (or arm; or among `ids`, the trials a figure
+        counted): passing ones first, then by attempt."""
         where = ["task_name = :task", "status = 'done'"]
         params: dict[str, Any] = {"task": task, "lim": limit}
+        if ids is not None:
+            names = {f"i{n}": x for n, x in enumerate(ids)}
+            where.append(f"id IN ({', '.join(':' + n for n in names) or 'NULL'})")
+            params.update(names)
         if generation:
             where.append("generation = :generation")
             params["generation"] = generation

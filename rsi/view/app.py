@@ -1,8 +1,10 @@
 """The viewer's FastAPI app: server-rendered pages over a read-only workspace; the URL holds all state.
 
 Pages: /generations (lineage, gates, rates chart), /jobs, /trials (filters, sort, keyset pages, full-text
-search), /trials/{id} (every step in full; j/k between steps, n/p between trials), /compare (task x
-generation grid) and /compare/steps (a step-aligned diff of two trajectories), /diff (the diff report,
+search; `counted=gen:<id>|arm:<id>|ctl:<agent>` with `part`: exactly the trials a compare cell counted),
+/trials/{id} (every step in full; j/k between steps, n/p between trials), /compare (task x generation grid: each
+generation's model arms under its own config, the promote gate's figure, controls in their own columns; or task x
+arm) and /compare/steps (a step-aligned diff of two trajectories), /diff (the diff report,
 rendered from the same templates as `rsi diff --format html`).
 """
 
@@ -147,12 +149,13 @@ def create_app(ctx: ViewContext, *, index_path: Path | None = None) -> FastAPI:
     @app.get("/generations", response_class=HTMLResponse)
     def generations(request: Request) -> HTMLResponse:
         data = pages.generations(ctx)
-        key = repr(sorted(data["rates"].items()))
+        series = {g: {k: r[k] for k in ("holdout", "suite", "in_template")} for g, r in data["rates"].items()}
+        key = repr(sorted(series.items()))
         if key not in chart_cache:
             from rsi.report.cycles_html import chart
 
             chart_cache.clear()
-            chart_cache[key] = chart(data["rates"]) if data["rates"] else None
+            chart_cache[key] = chart(series) if series else None
         return render("generations.html.j2", request, chart=chart_cache[key], **data)
 
     @app.get("/jobs", response_class=HTMLResponse)
@@ -175,10 +178,12 @@ def create_app(ctx: ViewContext, *, index_path: Path | None = None) -> FastAPI:
             else:
                 resync_later()
             snippets = index.search(text)
-        q = pages.trial_query(params, tuple(snippets) if text else None)
+        ids, counted = pages.counted_ids(ctx, params, tuple(snippets) if text else None)
+        q = pages.trial_query(params, ids)
         page = ctx.store.trial_page(q)
         state = {k: v for k, v in params.items() if k not in ("after", "before")}
         return render("trials.html.j2", request, page=page, query=q, state=state, snippets=snippets, text=text,
+                      counted=counted,
                       facets=facets(), outcomes=OUTCOMES, error_types=_error_types(ctx),
                       integrity_levels=[*LEVELS], sorts=list(SORTS), filters=FILTERS,
                       indexed=index.indexed() if text else None,
@@ -189,7 +194,7 @@ def create_app(ctx: ViewContext, *, index_path: Path | None = None) -> FastAPI:
         detail = pages.trial_detail(ctx, trial_id)
         params = dict(request.query_params)
         text = (params.get("q") or "").strip()
-        ids = tuple(index.search(text)) if text else None
+        ids, _ = pages.counted_ids(ctx, params, tuple(index.search(text)) if text else None)
         q = pages.trial_query(params, ids)
         prev_id, next_id = ctx.store.trial_neighbours(q, detail.row.id)
         state = {k: v for k, v in params.items() if k not in ("after", "before")}
@@ -214,7 +219,8 @@ def create_app(ctx: ViewContext, *, index_path: Path | None = None) -> FastAPI:
         task, a, b = p.get("task"), p.get("a"), p.get("b")
         if not (task and a and b):
             raise ValueError("give task, a and b (e.g. /compare/steps?task=NAME&a=gen-0000&b=gen-0001)")
-        data = pages.step_diff(ctx, task, a, b, p.get("by") or "generation", p.get("ta"), p.get("tb"))
+        data = pages.step_diff(ctx, task, a, b, p.get("by") or "generation", p.get("ta"), p.get("tb"),
+                               p.get("split") if "split" in p else "holdout")
         return render("steps.html.j2", request, **data)
 
     @app.get("/diff", response_class=HTMLResponse)
@@ -228,7 +234,7 @@ def create_app(ctx: ViewContext, *, index_path: Path | None = None) -> FastAPI:
         gens = [g.id for g in ctx.store.list_generations()]
         if pair is None:
             return render("diff.view.html.j2", request, r=None, gens=gens, a="", b="")
-        report = build_diff(ctx, pair[0], pair[1], agent=p.get("agent") or pages.diff_agent(ctx, *pair))
+        report = build_diff(ctx, pair[0], pair[1], agent=p.get("agent") or None)  # None: every model arm
         rc = report_context(report, trial_href=lambda t: f"/trials/{t['id']}")
         a, b = report.a, report.b
 

@@ -10,6 +10,8 @@ from typing import Any
 import yaml
 
 from rsi.core.errors import NotFoundError
+from rsi.report.rates import COUNTS, gate_scope
+from rsi.store.queries_rates import PARTS, PassTally
 from rsi.store.queries_view import FILTERS, SORTS, TrialQuery
 from rsi.view.context import ViewContext
 from rsi.view.trajectory import align, read_trajectory, verifier_output
@@ -41,7 +43,8 @@ def generations(ctx: ViewContext) -> dict[str, Any]:
                            "passed": bool(v.get("passed")), "failing": v.get("failing") or [],
                            "gates": v.get("gates") or [], "parent_rate": v.get("parent_rate"),
                            "candidate_rate": v.get("candidate_rate"), "p_value": v.get("p_value"),
-                           "unit": v.get("unit"), "suite": v.get("suite")})
+                           "unit": v.get("unit"), "suite": v.get("suite"), "agent": job.get("agent"),
+                           "in_template": v.get("in_template")})
     children: dict[str | None, list[str]] = {}
     for g in gens:
         children.setdefault(g.parent, []).append(g.id)
@@ -57,23 +60,43 @@ def generations(ctx: ViewContext) -> dict[str, Any]:
         if g.parent is None or g.parent not in known:
             walk(g.id, 0)
     return {"gens": {g.id: g for g in gens}, "tree": order, "events": events, "promotions": promotions,
-            "rates": rates_per_generation(promotions)}
+            "rates": rates_per_generation(ctx, promotions)}
 
 
-def rates_per_generation(promotions: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
-    """generation -> {holdout, suite, in_template} at its latest promotion measurement (the chart's series)."""
-    out: dict[str, dict[str, float | None]] = {}
+def rates_per_generation(ctx: ViewContext, promotions: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """generation -> {holdout, suite, in_template, holdout_tasks, holdout_counted}: the chart's series and the
+    table beside it. Each generation at its latest promotion: its model arms' pass rate over the tasks both
+    sides of that promotion counted, through the one computation (pass_tally, the gate's scope), so the figure is
+    the one the gate used; in-template is the gate's recorded figure (it is reported, never gated)."""
+    store = ctx.store
+    tallies: dict[tuple[str, str], PassTally] = {}
+
+    def tally(gen: str, part: str) -> PassTally:
+        if (gen, part) not in tallies:
+            tallies[(gen, part)] = store.pass_tally(gate_scope(ctx, (part,)), generation=gen)
+        return tallies[(gen, part)]
+
+    out: dict[str, dict[str, Any]] = {}
     for p in promotions:
-        suite = p.get("suite") or {}
-        for gid, rate, srate in ((p["parent"], p["parent_rate"], suite.get("parent")),
-                                 (p["candidate"], p["candidate_rate"], suite.get("candidate"))):
-            if not gid:
-                continue
-            row = out.setdefault(gid, {"holdout": None, "suite": None, "in_template": None})
-            if rate is not None:
-                row["holdout"] = float(rate)
-            if srate is not None and suite.get("tasks"):
-                row["suite"] = float(srate)
+        pair = [g for g in (p.get("parent"), p.get("candidate")) if g]
+        if len(pair) != 2:
+            continue
+        it = p.get("in_template") or {}
+        for part in ("holdout", "suite"):
+            ts = [tally(g, part) for g in pair]
+            common = [n for n in ts[0].tasks if n in ts[1].tasks and ts[0].tasks[n].graded and ts[1].tasks[n].graded]
+            for gid, t, side in zip(pair, ts, ("parent", "candidate"), strict=True):
+                row = out.setdefault(gid, {"holdout": None, "suite": None, "in_template": None, "holdout_tasks": 0,
+                                           "holdout_counted": "", "covers": ""})
+                if common:
+                    row[part] = t.rate(common)
+                if part == "holdout" and common:
+                    ps, n = t.over(common)
+                    other = pair[1] if gid == pair[0] else pair[0]
+                    row.update(holdout_tasks=len(common), holdout_counted=f"{ps}/{n}", covers=t.covers(),
+                               among=f"gen:{other}")
+                if part == "holdout" and it.get(side) is not None:
+                    row["in_template"] = float(it[side])
     return dict(sorted(out.items()))
 
 
@@ -113,37 +136,120 @@ def trial_detail(ctx: ViewContext, trial_id: str) -> TrialDetail:
                        store.attribution_of(row.task_digest, row.generation), store.cited_by(row.id), tdir, extra)
 
 
+def _parts(split: str | None) -> tuple[str, ...] | None:
+    if split and split not in PARTS:
+        raise ValueError(f"split must be one of {', '.join(PARTS)} or empty (all); got {split!r}")
+    return (split,) if split else None
+
+
+def tally_of(ctx: ViewContext, counted: str, split: str | None, family: str | None) -> PassTally:
+    """The tally a compare-grid column shows: `gen:<id>` (the generation's model arms, own config), `arm:<id>`
+    (one arm) or `ctl:<agent>` (one control agent, any generation), over `split` (a part) and `family`."""
+    scope = gate_scope(ctx, _parts(split), family)
+    kind, _, value = counted.partition(":")
+    if not value or kind not in ("gen", "arm", "ctl"):
+        raise ValueError(f"counted must be gen:<generation>, arm:<arm id> or ctl:<agent>; got {counted!r}")
+    if kind == "gen":
+        return ctx.store.pass_tally(scope, generation=value)
+    if kind == "arm":
+        return ctx.store.pass_tally(scope, arm=value)
+    return ctx.store.pass_tally(scope, agents=[value])
+
+
 def compare_grid(ctx: ViewContext, by: str, split: str | None, family: str | None,
                  cols: list[str]) -> dict[str, Any]:
-    """Tasks x generations (or arms): per cell passes / graded trials; columns limited to `cols` when given."""
+    """Tasks x generations (their model arms, each under its own config: the promote gate's figure) or tasks x
+    arms (generation x config x agent, controls included); per cell passes / counted trials, each cell linking
+    to exactly those trials. Controls get their own columns beside the generations (a task's oracle pass says it
+    is valid; it is no score). Columns limited to `cols` when given."""
     if by not in ("generation", "arm"):
         raise ValueError(f"by must be generation or arm; got {by!r}")
-    cells = ctx.store.pass_grid(by, split=split, family=family)
-    all_cols = sorted({c["col"] for c in cells})
-    shown = [c for c in cols if c in all_cols] if cols else all_cols
-    grid: dict[str, dict[str, dict[str, Any]]] = {}
-    for c in cells:
-        if c["col"] not in shown:
-            continue
-        graded = int(c["trials"]) - int(c["infra"] or 0)
-        grid.setdefault(c["task"], {})[c["col"]] = {
-            "passes": int(c["passes"] or 0), "graded": graded, "trials": int(c["trials"]),
-            "rate": (int(c["passes"] or 0) / graded) if graded else None}
-    totals = {}
-    for col in shown:
-        ps = sum(grid[t][col]["passes"] for t in grid if col in grid[t])
-        gr = sum(grid[t][col]["graded"] for t in grid if col in grid[t])
-        totals[col] = {"passes": ps, "graded": gr, "rate": ps / gr if gr else None}
-    return {"by": by, "cols": shown, "all_cols": all_cols, "grid": dict(sorted(grid.items())), "totals": totals}
-
-
-def step_diff(ctx: ViewContext, task: str, a: str, b: str, by: str, ta: str | None, tb: str | None) -> dict[str, Any]:
-    """Two trajectories of `task` (under A and under B) aligned on their actions; trial choices for each side."""
     store = ctx.store
+    scope = gate_scope(ctx, _parts(split), family)
+    model = store.model_agents()
     if by == "generation":
-        ca, cb = store.trial_choices(task, generation=a), store.trial_choices(task, generation=b)
+        all_cols = [g.id for g in store.list_generations()]
     else:
-        ca, cb = store.trial_choices(task, arm=a), store.trial_choices(task, arm=b)
+        all_cols = [a["id"] for a in store.arms_in(scope.parts if scope.parts and "suite" not in scope.parts
+                                                   else None)]
+    shown = [c for c in cols if c in all_cols] if cols else all_cols
+    tallies = {c: (store.pass_tally(scope, generation=c) if by == "generation" else store.pass_tally(scope, arm=c))
+               for c in shown}
+    if by == "generation":  # a generation with nothing counted in this task set is no column
+        tallies = {c: t for c, t in tallies.items() if t.tasks}
+        shown = [c for c in shown if c in tallies]
+    controls: dict[str, PassTally] = {}
+    if by == "generation":
+        for agent in store.control_agents():
+            t = store.pass_tally(scope, agents=[agent])
+            if t.tasks:
+                controls[agent] = t
+    heads = {c: {"counted": f"{'gen' if by == 'generation' else 'arm'}:{c}", "covers": t.covers(),
+                 "role": "model" if any(a in model for a in t.agents) else "control"} for c, t in tallies.items()}
+    tasks = sorted({n for t in [*tallies.values(), *controls.values()] for n in t.tasks})
+    grid: dict[str, dict[str, dict[str, Any]]] = {}
+    for n in tasks:
+        row: dict[str, dict[str, Any]] = {}
+        for c, t in [*tallies.items(), *((f"ctl:{a}", t) for a, t in controls.items())]:
+            x = t.tasks.get(n)
+            if x is not None:
+                row[c] = {"passes": x.passes, "graded": x.graded, "infra": x.infra, "left_out": x.left_out,
+                          "rate": x.rate}
+        grid[n] = row
+    # the headline row: tasks every generation column counted (what a paired comparison, and the gate, uses)
+    common = sorted(n for n in tasks if all(n in t.tasks and t.tasks[n].graded for t in tallies.values()))
+    totals = {}
+    for c, t in tallies.items():
+        p, g = t.over(common)
+        pa, ga = t.over()
+        totals[c] = {"passes": p, "graded": g, "rate": p / g if g else None,
+                     "all_passes": pa, "all_graded": ga, "all_rate": pa / ga if ga else None,
+                     "all_tasks": sum(1 for x in t.tasks.values() if x.graded)}
+    ctl_totals = {f"ctl:{a}": dict(zip(("passes", "graded"), t.over(), strict=True)) for a, t in controls.items()}
+    return {"by": by, "cols": shown, "all_cols": all_cols, "grid": grid, "totals": totals, "heads": heads,
+            "controls": [f"ctl:{a}" for a in controls], "ctl_totals": ctl_totals, "common": common,
+            "among": ",".join(h["counted"] for h in heads.values()), "parts": PARTS,
+            "scope": scope.describe(), "counts": COUNTS}
+
+
+def counted_ids(ctx: ViewContext, params: dict[str, str],
+                ids: tuple[str, ...] | None) -> tuple[tuple[str, ...] | None, dict[str, Any] | None]:
+    """A trial list's `counted=` (a compare cell: gen:<id>, arm:<id> or ctl:<agent>, over `part` and the list's
+    family and task): the ids that cell counted, intersected with `ids` (a search's hits); and what to say
+    about them. Without `counted`: `ids` as given."""
+    counted = params.get("counted")
+    if not counted:
+        return ids, None
+    part, family = params.get("part") or None, params.get("family") or None
+    tally = tally_of(ctx, counted, part, family)
+    task = params.get("task") or None
+    names: list[str] | None = [task] if task else None
+    if params.get("among"):  # a total over the tasks every one of these columns counted (the grid's headline)
+        others = [tally_of(ctx, c, part, family) for c in params["among"].split(",") if c]
+        names = sorted(n for n in tally.tasks if all(n in o.tasks and o.tasks[n].graded for o in others)
+                       and (task is None or n == task))
+    got = tally.counted_ids(names)
+    keep = tuple(got) if ids is None else tuple(i for i in got if i in set(ids))
+    p, n = tally.over(names)
+    return keep, {"column": tally.column, "covers": tally.covers(), "scope": tally.scope.describe(),
+                  "passes": p, "graded": n, "task": task}
+
+
+def step_diff(ctx: ViewContext, task: str, a: str, b: str, by: str, ta: str | None, tb: str | None,
+              split: str | None = "holdout") -> dict[str, Any]:
+    """Two trajectories of `task` (under A and under B) aligned on their actions; trial choices for each side:
+    the trials the compare grid's cells counted (a generation: its model arms under its own config)."""
+    store = ctx.store
+    kind = "gen" if by == "generation" else "arm"
+    if by not in ("generation", "arm"):
+        raise ValueError(f"by must be generation or arm; got {by!r}")
+    choices = []
+    for col in (a, b):
+        ids = tally_of(ctx, f"{kind}:{col}", split, None).counted_ids([task])
+        if not ids and split:  # the task is in another part: its counted trials there
+            ids = tally_of(ctx, f"{kind}:{col}", None, None).counted_ids([task])
+        choices.append(store.trial_choices(task, ids=ids))
+    ca, cb = choices
     pick_b = next((t for t in cb if t["id"] == tb), cb[0] if cb else None)
     pick_a = next((t for t in ca if t["id"] == ta), None)
     if pick_a is None and ca:  # by default the A attempt whose outcome differs from B's (what changed)
@@ -172,14 +278,6 @@ def default_pair(ctx: ViewContext) -> tuple[str, str] | None:
     return None
 
 
-def diff_agent(ctx: ViewContext, a: str, b: str) -> str:
-    """The agent whose trials the diff compares: the one the promotion of B over A measured, else the harness."""
-    for p in reversed(ctx.store.promote_jobs()):
-        if p.get("parent") == a and p.get("candidate") == b and p.get("agent"):
-            return str(p["agent"])
-    return "harness"
-
-
 def config_text(ctx: ViewContext, digest: str) -> str:
     try:
         return ctx.store.get_config(digest).canonical_yaml
@@ -187,5 +285,5 @@ def config_text(ctx: ViewContext, digest: str) -> str:
         return yaml.safe_dump({"missing": digest})
 
 
-__all__ = ["TrialDetail", "compare_grid", "config_text", "default_pair", "diff_agent", "generations",
-           "rates_per_generation", "step_diff", "trial_detail", "trial_query"]
+__all__ = ["TrialDetail", "compare_grid", "config_text", "counted_ids", "default_pair", "generations",
+           "rates_per_generation", "step_diff", "tally_of", "trial_detail", "trial_query"]
