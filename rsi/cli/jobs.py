@@ -97,6 +97,11 @@ def render_summary(job, trials) -> None:  # type: ignore[no-untyped-def]
             rates += f"   pass@{s.k} [bold]{a.pass_at_k:.3f}[/]"
         console.print(f"{rates}   trials {a.trials}   infra errors {a.infra_errors}")
         console.print(f"integrity: {integrity_text(a.integrity)}", highlight=False)
+        if a.role != "model":
+            console.print("[yellow]control: evidence about the tasks, not a model score[/]")
+    if len(s.arms) > 1:
+        rates = f"pass@1 [bold]{s.pass_at_1:.3f}[/]" + (f"   pass@{s.k} [bold]{s.pass_at_k:.3f}[/]" if s.k > 1 else "")
+        console.print(f"job: {rates}   counting {s.counts}", highlight=False)
     if s.holdout_tasks:
         console.print(f"[yellow]{s.holdout_tasks} holdout task(s): sealed, these results never feed the loop[/]")
     if job.interrupted_reason and job.status == "interrupted":
@@ -123,39 +128,39 @@ def list_jobs(
         print_json([
             {"job": j.id, "kind": j.kind, "parent": j.parent_job, "status": j.status, "shown": status_text(j),
              "agent": j.agent,
-             "generation": j.generation, "trials": n, "pass_at_1": p1, "created_at": j.created_at}
-            for j, n, p1 in rows
+             "generation": j.generation, "trials": n, "pass_at_1": p1, "counts": c, "created_at": j.created_at}
+            for j, n, p1, c in rows
         ])
         return
     # a listing like `docker ps`: no column rules, so a full job id (what `--resume` and `jobs show`
     # take, never cut short) and the rest fit 80 columns
     table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False, header_style="bold underline")
-    table.add_column("job", no_wrap=True, min_width=max((len(j.id) for j, _, _ in rows), default=3))
+    table.add_column("job", no_wrap=True, min_width=max((len(j.id) for j, *_ in rows), default=3))
     for c in ("kind", "status", "agent", "gen", "trials", "pass@1"):
         table.add_column(c, no_wrap=c != "agent")  # at 80 columns, only agent may be shortened
-    for j, n, p1 in rows:
-        table.add_row(j.id, j.kind, status_text(j), j.agent, j.generation or "-", str(n),
-                      "-" if p1 is None else f"{p1:.3f}")
+    for j, n, p1, c in rows:  # a job of controls only shows their pass@1 dimmed: not a model score
+        shown = "-" if p1 is None else f"{p1:.3f}" if c == "model arms" else f"[dim]{p1:.3f} ctl[/]"
+        table.add_row(j.id, j.kind, status_text(j), j.agent, j.generation or "-", str(n), shown)
     console.print(table)
 
 
-def _figures(store: Any, job: Any) -> tuple[int, float | None]:
-    """A run job's trials and pass@1; a phase job's trials over all its child jobs, a cycle's over its phases'
-    (pass@1 would mix arms there: none)."""
+def _figures(store: Any, job: Any) -> tuple[int, float | None, str | None]:
+    """A run job's trials, pass@1 and whose trials it counts (its model arms; a job of controls only: those); a
+    phase job's trials over all its child jobs, a cycle's over its phases' (pass@1 would mix arms there: none)."""
     from rsi.report.jobs import summarize
 
     if job.kind == "run":
         s = summarize(job, store.trials(job.id))
-        return s.trials, s.pass_at_1
+        return s.trials, s.pass_at_1, s.counts
     n, todo = 0, [job.id]
     if job.kind == "cycle":  # its phases are jobs of their own, recorded in its params
         phases = (job.params.get("phases") or {}).values()
-        todo += [str(ph[k]) for ph in phases for k in ("job", "holdout_job") if ph.get(k)]
+        todo += [str(ph[k]) for ph in phases for k in ("job", "holdout_job", "holdout_in_skill_job") if ph.get(k)]
     while todo:
         for child in store.child_jobs(todo.pop()):
             n += len(store.trials(child.id))
             todo.append(child.id)
-    return n, None
+    return n, None, None
 
 
 @jobs_app.command("show")

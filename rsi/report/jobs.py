@@ -1,7 +1,10 @@
-"""Job summaries: per task passes/attempts, mean reward, error types; overall pass@1 and pass@K; trials per
-integrity level.
+"""Job summaries: per arm, per task passes/attempts, mean reward, error types, pass@1 and pass@K; the job's own
+pass@1 and pass@K; trials per integrity level.
 
-Infra errors (sandbox, endpoint) are excluded from the rates: they say nothing about the model.
+Infra errors (sandbox, endpoint) are excluded from the rates: they say nothing about the model. The job's own
+figures count its model arms only (rsi.core.arm.is_model_arm: never the oracle, nop, known-wrong or other
+controls, which are listed as their own arms); a job of controls only (`rsi run --agent oracle`) reports them,
+and says so (`counts`).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from rsi.core.arm import Arm
+from rsi.core.arm import Arm, is_model_arm
 from rsi.core.integrity import LEVELS, NONE, integrity_counts
 from rsi.core.stats import pass_at_k
 from rsi.core.trial import is_infra
@@ -38,6 +41,7 @@ class ArmSummary:
     trials: int
     infra_errors: int
     integrity: dict[str, int] = field(default_factory=dict)  # trials per integrity level
+    role: str = "model"  # model | control (rsi.core.arm.is_model_arm)
 
 
 @dataclass
@@ -52,6 +56,7 @@ class JobSummary:
     arms: list[ArmSummary] = field(default_factory=list)
     holdout_tasks: int = 0
     integrity: dict[str, int] = field(default_factory=dict)
+    counts: str = "model arms"  # whose trials the job's own figures count: `model arms` or `controls (<agents>)`
 
 
 def _summarize_tasks(trials: list[TrialRow], k: int) -> tuple[list[TaskSummary], float, float, int]:
@@ -104,8 +109,14 @@ def summarize(job: JobRow, trials: list[TrialRow]) -> JobSummary:
         rows, p1, pk, infra = _summarize_tasks(ts, job.attempts)
         arms.append(ArmSummary(arm_id=arm_id, label=arm_label(ts[0]), tasks=rows, pass_at_1=p1, pass_at_k=pk,
                                trials=len(ts), infra_errors=infra,
-                               integrity=integrity_counts(t.integrity for t in ts)))
-    rows, p1, pk, infra = _summarize_tasks(trials, job.attempts)
+                               integrity=integrity_counts(t.integrity for t in ts),
+                               role="model" if is_model_arm(ts[0].agent) else "control"))
+    model = [t for t in trials if is_model_arm(t.agent)]
+    counted = model or trials  # a job of controls only: its controls, labelled so
+    counts = "model arms" if model or not trials else \
+        f"controls ({', '.join(sorted({t.agent for t in trials}))}; not a model score)"
+    rows, p1, pk, _ = _summarize_tasks(counted, job.attempts)
+    infra = sum(1 for t in trials if is_infra(t.error_type))
     return JobSummary(
         job_id=job.id,
         tasks=rows,
@@ -115,8 +126,9 @@ def summarize(job: JobRow, trials: list[TrialRow]) -> JobSummary:
         trials=len(trials),
         infra_errors=infra,
         arms=arms,
-        holdout_tasks=sum(1 for r in rows if r.holdout),
+        holdout_tasks=sum(1 for r in _summarize_tasks(trials, job.attempts)[0] if r.holdout),
         integrity=integrity_counts(t.integrity for t in trials),
+        counts=counts,
     )
 
 
@@ -182,12 +194,13 @@ def job_json(job: JobRow, trials: list[TrialRow]) -> dict[str, Any]:
         "pass_at_1": s.pass_at_1,
         f"pass_at_{s.k}": s.pass_at_k,
         "pass_at_k": s.pass_at_k,
+        "counts": s.counts,  # whose trials pass_at_1 / pass_at_k count: the model arms (controls: their own arms)
         "infra_errors": s.infra_errors,
         "interrupted_reason": job.interrupted_reason,
         "holdout_tasks": s.holdout_tasks,
         "integrity": s.integrity,
         "arms": [
-            {"arm": a.arm_id, "label": a.label, "pass_at_1": a.pass_at_1, "pass_at_k": a.pass_at_k,
+            {"arm": a.arm_id, "label": a.label, "role": a.role, "pass_at_1": a.pass_at_1, "pass_at_k": a.pass_at_k,
              "trials": a.trials, "infra_errors": a.infra_errors, "integrity": a.integrity}
             for a in s.arms
         ],

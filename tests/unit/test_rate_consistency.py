@@ -177,3 +177,26 @@ def test_a_cell_links_to_exactly_the_trials_it_counts(ws: WorkspaceContext, tmp_
             assert re.search(r'data-task="h0" data-passes="4" data-graded="4"', arms)
     finally:
         view.close()
+
+
+def test_jobs_show_counts_the_model_arms_and_lists_controls_apart(ws: WorkspaceContext) -> None:
+    """A job holding the model and the oracle side by side: its pass@1 is the model's; the oracle is its own arm."""
+    tasks = [t for t in load_pool(ws.ws.tasks_dir) if t.split == "holdout"][:2]
+    g0 = ws.generation("gen-0000")
+    model = Arm(agent="harness", generation="gen-0000", config_digest=g0.harness_config.digest)
+    oracle = Arm(agent="oracle", generation="gen-0000")
+    rows = [_trial("mixed", a, t, n, passed=(a is oracle or n == 1), at=n) for t in tasks for a in (model, oracle)
+            for n in range(1, K + 1)]
+    _job(ws, "mixed", rows, [model, oracle])
+    _job(ws, "controls", [_trial("controls", oracle, t, 1, passed=True, at=1) for t in tasks], [oracle])
+    runner = CliRunner()
+    shown = json.loads(runner.invoke(app, ["-w", str(ws.ws.root), "jobs", "show", "mixed", "--json"]).output)
+    assert shown["pass_at_1"] == pytest.approx(0.25) and shown["counts"] == "model arms"
+    assert {a["role"]: a["pass_at_1"] for a in shown["arms"]} == {"model": pytest.approx(0.25), "control": 1.0}
+    text = runner.invoke(app, ["-w", str(ws.ws.root), "jobs", "show", "mixed"]).output
+    assert "control: evidence about the tasks, not a model score" in text and "counting model arms" in text
+    alone = json.loads(runner.invoke(app, ["-w", str(ws.ws.root), "jobs", "show", "controls", "--json"]).output)
+    assert alone["pass_at_1"] == 1.0 and alone["counts"].startswith("controls (oracle")
+    listed = {j["job"]: j for j in json.loads(runner.invoke(app, ["-w", str(ws.ws.root), "jobs", "list",
+                                                                   "--json"]).output)}
+    assert listed["mixed"]["pass_at_1"] == pytest.approx(0.25) and listed["controls"]["counts"] != "model arms"
