@@ -6,26 +6,29 @@ from pathlib import Path
 
 from rsi.loop.cycle.phase import CycleRequest
 
-# Discover draws from all six procedural families at levels 1 and 2, where each family has 4-5 templates per
-# level. The contract splits by template, so the holdout holds templates the update never trains on: the demo
-# measures transfer, not whether a template was memorised. The holdout is topped up with templates of every
-# family at levels 1 and 2 (those it lacks first). Train candidates come from the bundled model's reach: the
-# requests take level 1 twice before level 2 (a level-2 task of any family, and a level-1 task outside `files`
-# and `text`, it practically never solves, so it yields nothing to learn from), and `files` and `text` twice in
-# each round of the six families. Probes and baseline attempts are several per task, so the tasks it sometimes
-# solves yield accepted trajectories and groups with reward variance.
-DEMO_FAMILIES = ("files", "text", "data", "logs", "pyfix", "pipeline")
-DEMO_GENERATORS = ("files", "text", "data", "logs", "files", "text", "pyfix", "pipeline")  # in turn
+# Discover draws from all seven procedural families at levels 1 and 2 (67 templates, each worded 4+ ways). The
+# contract splits by template and by phrasing: about 20 % of the templates are never trained on (the unseen part:
+# transfer) and the last phrasing of every other template is never trained on (the in-skill part: the skill in new
+# words). The holdout is topped up to DEMO_HOLDOUT_TEMPLATES unseen templates and DEMO_IN_SKILL_TEMPLATES train
+# templates in held-out phrasings, of every family (those it lacks first). Train candidates come from the bundled
+# model's reach: the requests take level 1 twice before level 2 (a level-2 task of any family, and a level-1 task
+# outside `files` and `text`, it practically never solves, so it yields nothing to learn from), and `files` and
+# `text` twice in each round of the families. Probes and baseline attempts are several per task, so the tasks
+# it sometimes solves yield accepted trajectories and groups with reward variance.
+DEMO_FAMILIES = ("files", "text", "data", "logs", "pyfix", "pipeline", "shell")
+DEMO_GENERATORS = ("files", "text", "data", "logs", "files", "text", "pyfix", "pipeline", "shell")  # in turn
 DEMO_LEVELS = (1, 1, 2)  # in turn: level 1 twice, then level 2
 DEMO_TRAIN = {"steps": 48, "batch_size": 4, "max_seq_len": 1024}
 DEMO_IN_TEMPLATE = 1  # promote's trials per train task and generation for the in-template rate (not gated)
-DEMO_HOLDOUT_TEMPLATES = 8  # with 5 (the clustered test's minimum) every template must improve for p < 0.05
+DEMO_HOLDOUT_TEMPLATES = 8  # unseen templates; with 5 (the clustered test's minimum) every one must improve
+DEMO_IN_SKILL_TEMPLATES = 8  # train templates in held-out phrasings: the in-skill part
 
 
 def demo_request(budget: float) -> CycleRequest:
     # the demo's workspace starts empty, so discover gets more than the default share: train tasks and the
     # holdout split the paired test needs both come from it (one holdout task per template it tops up)
-    return CycleRequest(budget=budget, discover_share=0.65, holdout_target=DEMO_HOLDOUT_TEMPLATES, n=12,
+    return CycleRequest(budget=budget, discover_share=0.65, holdout_target=DEMO_HOLDOUT_TEMPLATES,
+                        in_skill_target=DEMO_IN_SKILL_TEMPLATES, n=12,
                         generators=list(DEMO_GENERATORS), levels=list(DEMO_LEVELS), attempts=2, expand_attempts=4,
                         proposals=1, round_size=4, steps=DEMO_TRAIN["steps"], concurrency=2)
 
@@ -52,7 +55,7 @@ def demo_settings(root: Path) -> None:
 
 # `rsi demo --mol`: four adapters on the frozen base. L0 chats and routes; files-like work shares one
 # specialist, data and logs another, Python fixes get their own (skills that share patterns share an adapter).
-DEMO_MOL_DOMAINS = {"L0": [], "L1": ["files", "text", "pipeline"], "L2": ["data", "logs"], "L3": ["pyfix"]}
+DEMO_MOL_DOMAINS = {"L0": [], "L1": ["files", "text", "pipeline", "shell"], "L2": ["data", "logs"], "L3": ["pyfix"]}
 
 
 def demo_mol_settings(root: Path) -> str:
@@ -83,5 +86,5 @@ def demo_mol_settings(root: Path) -> str:
 
 
 __all__ = ["DEMO_FAMILIES", "DEMO_MOL_DOMAINS", "demo_mol_settings",
-           "DEMO_GENERATORS", "DEMO_HOLDOUT_TEMPLATES", "DEMO_IN_TEMPLATE", "DEMO_LEVELS",
+           "DEMO_GENERATORS", "DEMO_HOLDOUT_TEMPLATES", "DEMO_IN_SKILL_TEMPLATES", "DEMO_IN_TEMPLATE", "DEMO_LEVELS",
            "DEMO_TRAIN", "demo_request", "demo_settings"]

@@ -27,16 +27,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rsi.core.errors import ConfigError, InputError
-from rsi.core.promotion import min_tasks, unit_word
+from rsi.core.promotion import unit_word
+from rsi.core.task import HoldoutPart
 from rsi.exec.trial import TrialEnv
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.cycle.split import DISCOVER_SHARE, holdout_goal, plan_split
+from rsi.loop.cycle.split import DISCOVER_SHARE, holdout_deficits, holdout_goal, holdout_part_units, plan_split
 from rsi.loop.discover.generators import GENERATORS, load_generators
 from rsi.loop.discover.phase import DiscoverRequest, discover, next_seed
 from rsi.loop.expand.candidates import Reflector
 from rsi.loop.expand.phase import ExpandRequest, expand
 from rsi.loop.hooks import CycleHooks, DiscoverHooks, ExpandHooks, Progress
-from rsi.loop.promote.phase import PromoteRequest, holdout_tasks, holdout_units, promote, train_tasks
+from rsi.loop.promote.phase import PromoteRequest, holdout_tasks, promote, train_tasks
 from rsi.loop.run import new_job_id
 from rsi.loop.suites import suite_tasks
 from rsi.loop.update.phase import UpdateFailed, UpdateRequest, run_update
@@ -51,6 +52,8 @@ class CycleRequest:
     discover_share: float = DISCOVER_SHARE  # of what promote leaves; expand gets the rest
     # holdout units (templates, by the contract's holdout_unit) to top the split up to (default: the test's minimum + 1)
     holdout_target: int | None = None
+    # train templates to top the in-skill holdout up to (their held-out phrasings; default: no top-up)
+    in_skill_target: int | None = None
     resume: str | None = None
     generation: str | None = None
     concurrency: int = 2
@@ -151,10 +154,11 @@ class _Cycle:
 
     # -- the phases ----------------------------------------------------------------------------
     def discover(self) -> str | None:
-        """Discover new tasks; then, when the holdout split is smaller than the paired test's minimum (or the
-        request's holdout_target), top it up with a holdout-only discover (promote cannot pass otherwise) up to
-        that minimum plus one spare, since the gate or the band may reject one (or up to the target). Both
-        share the discover budget: the top-up's estimated cost is set aside before the main discover runs."""
+        """Discover new tasks; then, when the holdout's unseen templates are fewer than the paired test's minimum
+        (or the request's holdout_target), top them up with a holdout-only discover (promote cannot pass
+        otherwise) up to that minimum plus one spare, since the gate or the band may reject one (or up to the
+        target); likewise the in-skill part up to the request's in_skill_target. All share the discover budget:
+        the top-ups' estimated cost is set aside before the main discover runs."""
         resume = self.begin("discover")
         r = self.req
         info = self.phases().get("discover", {})
@@ -177,43 +181,49 @@ class _Cycle:
             # a spent discover budget is not a failure of the cycle: what was admitted is used
             if out.interrupted and "budget spent" not in (out.reason or ""):
                 return f"discover stopped: {out.reason}"
-        deficit = self._holdout_wanted()
-        if deficit:
-            info = self.phases()["discover"]
-            left = budget - self._spent(str(info["job"]))
-            hjob = self.find_job("discover", "holdout_started_at", "holdout_job")
-            if left >= 1 or hjob:
-                if not info.get("holdout_started_at"):
-                    self.record("discover", holdout_started_at=datetime.now(UTC).isoformat())
-                unit = self.ctx.contract.promotion.holdout_unit
-                self.hooks.message(f"holdout split: {len(holdout_units(self.ctx))} {unit_word(unit)} "
-                                   f"({len(holdout_tasks(self.ctx))} tasks), {deficit} short of the "
-                                   f"{holdout_goal(self.ctx, r.holdout_target)} this cycle tops it up to "
-                                   f"(holdout-only discover, up to {left:g} trials)")
-                hreq = DiscoverRequest(resume=hjob, concurrency=r.concurrency, budget=left) if hjob else \
-                    DiscoverRequest(n=deficit, holdout_only=True, generators=list(r.generators),
-                                    generation=self.gen, attempts=r.attempts, budget=left, seed=self.seed + 7919,
-                                    concurrency=r.concurrency, probe_agent=r.probe_agent, levels=list(r.levels))
-                out = self._run_discover(hreq, key="results_holdout")
-                admitted = [c for c in out.candidates if c.state == "admitted"]
-                info = self.phases()["discover"]
-                self.record("discover", holdout_job=out.job_id, admitted=info.get("admitted", 0) + len(admitted),
-                            candidates=info.get("candidates", 0) + len(out.candidates),
-                            holdout=info.get("holdout", 0) + len(admitted))
-                if out.interrupted and "budget spent" not in (out.reason or ""):
-                    self.record("discover", status="stopped", reason=out.reason)
-                    return f"discover stopped: {out.reason}"
+        for part, deficit in holdout_deficits(self.ctx, r.holdout_target, r.in_skill_target).items():
+            if deficit and (stop := self._top_up(part, deficit, budget)):
+                return stop
         self.record("discover", status="done")
         return None
 
+    def _top_up(self, part: HoldoutPart, deficit: int, budget: float) -> str | None:
+        """A holdout-only discover adding `deficit` templates to holdout `part` (resumed if it was started)."""
+        r, tag = self.req, "holdout" if part == "unseen" else "holdout_in_skill"
+        info = self.phases()["discover"]
+        # what the main discover and the earlier top-up spent (a discover job's budget counts its own trials)
+        before = ("job",) if part == "unseen" else ("job", "holdout_job")
+        left = budget - sum(self._spent(str(info[k])) for k in before if info.get(k))
+        hjob = self.find_job("discover", f"{tag}_started_at", f"{tag}_job")
+        if left < 1 and not hjob:
+            return None
+        if not info.get(f"{tag}_started_at"):
+            self.record("discover", **{f"{tag}_started_at": datetime.now(UTC).isoformat()})
+        unit = self.ctx.contract.promotion.holdout_unit
+        goal = holdout_goal(self.ctx, r.holdout_target if part == "unseen" else r.in_skill_target)
+        self.hooks.message(f"holdout {part.replace('_', '-')} part: {len(holdout_part_units(self.ctx)[part])} "
+                           f"{unit_word(unit)} ({len(holdout_tasks(self.ctx))} holdout tasks in all), {deficit} "
+                           f"short of the {goal} this cycle tops it up to (holdout-only discover, up to {left:g} "
+                           "trials)")
+        hreq = DiscoverRequest(resume=hjob, concurrency=r.concurrency, budget=left) if hjob else \
+            DiscoverRequest(n=deficit, holdout_only=True, part=part, generators=list(r.generators),
+                            generation=self.gen, attempts=r.attempts, budget=left,
+                            seed=self.seed + (7919 if part == "unseen" else 15887), concurrency=r.concurrency,
+                            probe_agent=r.probe_agent, levels=list(r.levels))
+        out = self._run_discover(hreq, key=f"results_{tag}")
+        admitted = [c for c in out.candidates if c.state == "admitted"]
+        info = self.phases()["discover"]
+        self.record("discover", **{f"{tag}_job": out.job_id}, admitted=info.get("admitted", 0) + len(admitted),
+                    candidates=info.get("candidates", 0) + len(out.candidates),
+                    holdout=info.get("holdout", 0) + len(admitted))
+        if out.interrupted and "budget spent" not in (out.reason or ""):
+            self.record("discover", status="stopped", reason=out.reason)
+            return f"discover stopped: {out.reason}"
+        return None
+
     def _holdout_wanted(self) -> int:
-        """Holdout units (templates) to add: none when the split already has the paired test's minimum (and
-        any explicit target); else up to the goal (the minimum plus a spare, or the target)."""
-        have = len(holdout_units(self.ctx))
-        need, target = min_tasks(self.ctx.contract.promotion.alpha), self.req.holdout_target
-        if have >= need and (target is None or have >= target):
-            return 0
-        return max(0, holdout_goal(self.ctx, target) - have)
+        """Holdout units (templates) to add, both parts together (rsi.loop.cycle.split.holdout_deficits)."""
+        return sum(holdout_deficits(self.ctx, self.req.holdout_target, self.req.in_skill_target).values())
 
     def _holdout_cost(self) -> int:
         """Trials one holdout candidate costs at most: oracle runs, nop, known-wrong answers (about 3); a holdout
@@ -235,7 +245,8 @@ class _Cycle:
                 if key == "discover":
                     outer.find_job("discover")
                 else:
-                    outer.find_job("discover", "holdout_started_at", "holdout_job")
+                    tag = key.removeprefix("results_")
+                    outer.find_job("discover", f"{tag}_started_at", f"{tag}_job")
                 return outer.hooks.stage("discover", name)
 
         out = discover(self.ctx, dreq, Hooks(), provider=self.req.provider)
@@ -388,7 +399,7 @@ def _open_job(ctx: WorkspaceContext, req: CycleRequest) -> tuple[str, str, dict[
     for lv in req.levels:
         if not 1 <= lv <= ctx.contract.discovery.max_difficulty:
             raise InputError("--level", None, f"{lv} does not lie in 1..{ctx.contract.discovery.max_difficulty}")
-    split = plan_split(ctx, req.budget, req.discover_share, req.holdout_target)
+    split = plan_split(ctx, req.budget, req.discover_share, req.holdout_target, req.in_skill_target)
     # discover's seed: a second cycle with the first one's seed would draw the same candidates (all refused as
     # taken), so by default each cycle takes a seed above every earlier discover or cycle seed
     seed = req.seed if req.seed is not None else next_seed(store)

@@ -1,12 +1,15 @@
 """A cycle's budget, split between its phases before any of them runs: promote's need first (both generations
-on the holdout, the suite and, when asked, the train tasks), the rest between discover and expand."""
+on the holdout, the suite and, when asked, the train tasks), the rest between discover and expand; and how many
+templates each holdout part lacks (`unseen`: templates never trained on; `in_skill`: train templates in their
+held-out phrasings), which the cycle's discover tops up."""
 
 from __future__ import annotations
 
 from rsi.core.errors import InputError
 from rsi.core.promotion import min_tasks
+from rsi.core.task import HoldoutPart
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.promote.phase import holdout_tasks, holdout_units, train_tasks
+from rsi.loop.promote.evidence import holdout_tasks, task_unit, train_tasks
 from rsi.loop.suites import suite_tasks
 
 DISCOVER_SHARE = 0.4  # of what promote leaves; expand gets the rest
@@ -20,15 +23,37 @@ def holdout_goal(ctx: WorkspaceContext, target: int | None) -> int:
     return max(need, target) if target is not None else need + TOP_UP_SPARE
 
 
+def holdout_part_units(ctx: WorkspaceContext) -> dict[HoldoutPart, set[str]]:
+    """The evaluation units (templates) of each holdout part among the active holdout tasks; a holdout task
+    without a part (written before parts existed, or by hand) is of a template never trained on: `unseen`."""
+    unit = ctx.contract.promotion.holdout_unit
+    out: dict[HoldoutPart, set[str]] = {"unseen": set(), "in_skill": set()}
+    for t in holdout_tasks(ctx):
+        out[t.spec.metadata.rsi.holdout_part or "unseen"].add(task_unit(t, unit))
+    return out
+
+
+def holdout_deficits(ctx: WorkspaceContext, target: int | None,
+                     in_skill_target: int | None = None) -> dict[HoldoutPart, int]:
+    """Templates to add to each part. `unseen`: none when it has the paired test's minimum (and `target`),
+    else up to the goal (the minimum plus a spare, or the target). `in_skill`: asked for only with
+    `in_skill_target` (and held-out phrasings in the contract), up to its goal likewise."""
+    have, need = holdout_part_units(ctx), min_tasks(ctx.contract.promotion.alpha)
+    unseen = len(have["unseen"])
+    out: dict[HoldoutPart, int] = {"unseen": 0 if unseen >= need and (target is None or unseen >= target)
+                                   else max(0, holdout_goal(ctx, target) - unseen), "in_skill": 0}
+    if in_skill_target is not None and ctx.contract.promotion.holdout_phrasings > 0:
+        out["in_skill"] = max(0, holdout_goal(ctx, in_skill_target) - len(have["in_skill"]))
+    return out
+
+
 def plan_split(ctx: WorkspaceContext, budget: float, discover_share: float = DISCOVER_SHARE,
-               holdout_target: int | None = None) -> dict[str, float]:
+               holdout_target: int | None = None, in_skill_target: int | None = None) -> dict[str, float]:
     """Trials per phase: promote's need first, the rest 40/60 (by default) between discover and expand."""
     p = ctx.contract.promotion
-    tasks, units, need = len(holdout_tasks(ctx)), len(holdout_units(ctx)), min_tasks(p.alpha)
-    # a split short of the minimum units (or of an explicit target) is topped up by discover, a task per
+    # a part short of the minimum units (or of an explicit target) is topped up by discover, a task per
     # missing unit: promote pays for those
-    holdout = tasks if units >= need and (holdout_target is None or units >= holdout_target) \
-        else tasks + max(0, holdout_goal(ctx, holdout_target) - units)
+    holdout = len(holdout_tasks(ctx)) + sum(holdout_deficits(ctx, holdout_target, in_skill_target).values())
     try:
         suite = len(suite_tasks(ctx))
     except InputError:
@@ -45,4 +70,5 @@ def plan_split(ctx: WorkspaceContext, budget: float, discover_share: float = DIS
     return {"discover": disc, "expand": rest - disc, "update": 0.0, "promote": prom}
 
 
-__all__ = ["DISCOVER_SHARE", "TOP_UP_SPARE", "holdout_goal", "plan_split"]
+__all__ = ["DISCOVER_SHARE", "TOP_UP_SPARE", "holdout_deficits", "holdout_goal", "holdout_part_units",
+           "plan_split"]
