@@ -53,6 +53,16 @@ def expand(
     explore: Annotated[int, typer.Option("--explore", help="Attempts the search gives each candidate on each unsolved "
                                          "task at most, one round of looks at a time (the model samples: a second "
                                          "attempt can pass where the first missed; 1 for greedy decoding).")] = 3,
+    replays: Annotated[int, typer.Option("--replays", help="Oracle replays per train task: the reference replayed "
+                                         "through the production harness as the agent's turns (training data; no "
+                                         "model call). 0: none.")] = 1,
+    hints: Annotated[str, typer.Option("--hints", help="The hint ladder for train tasks the baseline failed: the "
+                                       "model's own rollouts with 1: the commands the reference uses, 2: its first "
+                                       "command, 3: the whole reference; comma-separated, e.g. 1,2,3 (default: none: the "
+                                       "config search gets those model trials).")] = "",
+    hint_attempts: Annotated[int, typer.Option("--hint-attempts", help="Hinted rollouts per task and level.")] = 1,
+    hint_tasks: Annotated[int | None, typer.Option("--hint-tasks", help="At most this many failed tasks climb the "
+                                                   "hint ladder (default: all).")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-n")] = 2,
     candidate: Annotated[list[str] | None, typer.Option(
         "--candidate", "-c", help="A config patch to try as well (repeatable): a YAML file or inline YAML of dotted "
@@ -61,15 +71,22 @@ def expand(
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Expansion: baseline, attribution, config search under a budget, the adopted config."""
+    from rsi.core.errors import InputError
     from rsi.loop.expand.phase import ExpandRequest
     from rsi.loop.expand.phase import expand as run_expand
+    from rsi.loop.expand.sources import SourcesPlan
 
     with errors():
+        try:
+            levels = tuple(int(x) for x in hints.split(",") if x.strip())
+        except ValueError:
+            raise InputError("--hints", None, f"'{hints}' is not a comma-separated list of levels 1-3") from None
+        sources = SourcesPlan(replays=replays, hints=levels, hint_attempts=hint_attempts, hint_tasks=hint_tasks)
         wctx = open_context(ctx)
         req = ExpandRequest(budget=budget, unit=unit, generation=gen, tasks=tasks, strategy=strategy, seed=seed,
                             attempts=attempts, proposals=proposals, concurrency=concurrency, resume=resume,
                             candidates=list(candidate or []), fewshot=0 if no_fewshot else fewshot,
-                            explore=explore)
+                            explore=explore, sources=sources)
         with progress(as_json) as p:
             out = run_expand(wctx, req, _Hooks(p, as_json))
         if as_json:
@@ -109,6 +126,13 @@ def render(out: ExpandOutcome) -> None:
     else:
         t.add_row("adopted", f"none: no candidate beat the baseline; {a['name']} ({a['digest'][:12]}) stays")
     t.add_row("attribution", ", ".join(f"{k} {v}" for k, v in out.attribution.items()))
+    src = out.sources or {}
+    if src:
+        r = src.get("replays") or {}
+        hinted = "; ".join(f"{lv} {h['passed']}/{h['trials']} on {h['tasks']} task(s)"
+                           for lv, h in (src.get("hinted") or {}).items()) or "none"
+        t.add_row("training-data sources", f"oracle replays {r.get('passed', 0)}/{r.get('trials', 0)} passed on "
+                                           f"{r.get('tasks', 0)} task(s); hinted {hinted}")
     spent = out.budget["spent"]
     t.add_row("budget", f"{spent.get('all', 0):g} of {out.budget['limit']:g} {out.budget['unit']} ("
               + ", ".join(f"{k} {v:g}" for k, v in spent.items() if k != "all") + ")")

@@ -134,7 +134,11 @@ def test_a_tight_budget_keeps_half_for_the_search(ctx: WorkspaceContext, provide
         def message(self, text: str) -> None:
             messages.append(text)
 
-    out = expand(ctx, _req(provider, budget=15), Hooks())
+    from rsi.loop.expand.sources import SourcesPlan
+
+    # no training-data sources: this is the controls' share against the search's (the sources get their own
+    # half of what the controls leave, tests/unit/test_sources.py)
+    out = expand(ctx, _req(provider, budget=15, sources=SourcesPlan(replays=0, hints=())), Hooks())
     assert out.budget["spent"]["attribution"] == 5 and out.budget["spent"]["search"] == 5
     assert out.interrupted and out.complete, "the search spending the budget is the usual, final end"
     assert ctx.store.get_job(out.job_id).status == "done"

@@ -57,6 +57,7 @@ from rsi.loop.expand.evidence import BASELINE, Pool, read_book, record_verdicts,
 from rsi.loop.expand.fewshot import DEFAULT_K, demo_tasks, fewshot_candidates
 from rsi.loop.expand.fewshot import ORIGIN as FEWSHOT_ORIGIN
 from rsi.loop.expand.outcome import ExpandOutcome, Preflight, build_outcome, preflight
+from rsi.loop.expand.sources import SourcesPlan, run_sources
 from rsi.loop.hooks import ExpandHooks
 from rsi.loop.run import new_job_id, tasks_fingerprint
 from rsi.loop.stages import ChildJobs, Stage, row_cost
@@ -81,6 +82,8 @@ class ExpandRequest:
     round_size: int | None = None  # cells planned per search round (None: the concurrency, one wave)
     fewshot: int = DEFAULT_K  # demonstrations per few-shot candidate (0: none)
     explore: int = EXPLORE_ATTEMPTS  # attempts exploration gives one (candidate, unsolved task) at most
+    # training-data sources run after the baseline (rsi.loop.expand.sources): replays and the hint ladder
+    sources: SourcesPlan = field(default_factory=SourcesPlan)
     candidates: list[str] = field(default_factory=list)  # --candidate: YAML patch files or inline patches
     reflector: Reflector | None = None  # default: the generation's model (None + proposals=0: none)
     provider: SandboxProvider | None = None  # tests inject a fake
@@ -119,7 +122,9 @@ def _params(req: ExpandRequest, gen: str, tasks: list[Task], base_digest: str,
     return {"generation": gen, "tasks": req.tasks, "tasks_fingerprint": tasks_fingerprint(tasks),
             "strategy": req.strategy, "seed": req.seed, "attempts": req.attempts, "unit": req.unit,
             "proposals": req.proposals, "config_digest": base_digest, "round_size": req.round_size,
-            "candidates": manual, "fewshot": req.fewshot, "explore": req.explore}
+            "candidates": manual, "fewshot": req.fewshot, "explore": req.explore,
+            "sources": {"replays": req.sources.replays, "hints": list(req.sources.hints),
+                        "hint_attempts": req.sources.hint_attempts, "hint_tasks": req.sources.hint_tasks}}
 
 
 def _check(req: ExpandRequest) -> None:
@@ -141,6 +146,9 @@ def _check(req: ExpandRequest) -> None:
         raise InputError("--fewshot", None, "must be 0 or more")
     if req.explore < 1:
         raise InputError("--explore", None, "must be at least 1")
+    for why in req.sources.check():
+        flag, _, msg = why.partition(": ")
+        raise InputError(flag, None, msg)
 
 
 def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None = None) -> ExpandOutcome:
@@ -164,9 +172,13 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
         if changed:
             raise ConfigError(f"--resume {job.id}: the job ran with other settings ({', '.join(changed)}); "
                               "start a new expand instead")
+        src = p.get("sources") or {"replays": 0, "hints": []}  # jobs from before the sources ran none
         req = ExpandRequest(**{**req.__dict__, **{k: p[k] for k in ("tasks", "strategy", "seed", "attempts",
                                                                      "unit", "proposals", "round_size")},
-                               "fewshot": p.get("fewshot", 0), "explore": p.get("explore", 1)})
+                               "fewshot": p.get("fewshot", 0), "explore": p.get("explore", 1),
+                               "sources": SourcesPlan(replays=src["replays"], hints=tuple(src["hints"]),
+                                                      hint_attempts=src.get("hint_attempts", 1),
+                                                      hint_tasks=src.get("hint_tasks"))})
         gen = ctx.generation(p["generation"])
     else:
         gen = ctx.generation(req.generation)
@@ -286,6 +298,11 @@ def _steps(run: _Run) -> str | None:
     record_verdicts(ctx, gen_id, pool, found)
     if res.stop:
         return res.stop
+    # 3b. training-data sources: oracle replays of every train task, the hint ladder on the failed ones
+    stop = run_sources(run, [t.name for t in failed], _control_cap(run))
+    _sync(run)
+    if stop:
+        return stop
     # 4. candidates
     cfg = run.base.config
     assert cfg is not None
