@@ -15,7 +15,7 @@ from collections.abc import Collection
 from typing import Protocol
 
 from rsi.core.contract import HoldoutUnit
-from rsi.core.discover import unit_split
+from rsi.core.discover import PhrasingSide, unit_split
 from rsi.core.task import HoldoutPart
 from rsi.loop.discover.generators import GENERATORS, GenRequest
 from rsi.loop.discover.generators.procedural import ProceduralFamily
@@ -101,7 +101,7 @@ def holdout_requests(req: Asked, gens: list[str], levels: dict[str, int], max_le
     for i in range(req.n * HOLDOUT_TRIES):
         gname, lv, tid = ordered[i % len(ordered)]
         fam = tid.split("/", 1)[0]
-        side = "holdout" if req.part == "in_skill" else "any"
+        side: PhrasingSide = "holdout" if req.part == "in_skill" else "any"
         out.append((gname, GenRequest(seed=seed_of(req, i), difficulty=lv, family=fam, template=tid,
                                       phrasing_side=side, holdout_phrasings=holdout_phrasings)))
     return out
