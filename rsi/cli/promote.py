@@ -59,7 +59,9 @@ def promote(
     else:
         v = out.verdict
         console.print(gate_table(v, f"promote {out.candidate} over {out.parent} ({out.job_id})"))
-        console.print(f"holdout: {v.n_tasks} task(s) of {out.holdout_tasks}; pass rate {out.parent} "
+        part = "" if v.superiority_part == "unseen" and len(v.parts) <= 1 else \
+            f"{v.superiority_part.replace('_', '-')} part (gated for superiority), "
+        console.print(f"holdout: {part}{v.n_tasks} task(s) of {out.holdout_tasks}; pass rate {out.parent} "
                       f"{v.parent_rate:.3f} -> {out.candidate} {v.candidate_rate:.3f}; "
                       f"trials reused {out.trials['reused']}, run {out.trials['planned']}, "
                       f"infra {out.trials['infra']}", highlight=False)

@@ -150,7 +150,7 @@ def figures(v: PromotionVerdict) -> list[str]:
         tail.append(f"in-template (train tasks, the templates update trained on; not gated): {it.tasks} tasks on "
                     f"{it.units} {unit_word('template', it.units)}, {it.passed_rate}, delta {it.delta:+.3f}, "
                     f"p = {_p(it.p_value)} (one-sided, clustered on templates)")
-    if v.sequential is not None:
+    if v.sequential is not None and v.sequential.looks > 1:
         tail.append(v.sequential.line())
     if v.unit == "task":
         return [per_task + " (gated)", *tail]

@@ -86,6 +86,8 @@ def ws(workspace: WorkspaceContext) -> Iterator[WorkspaceContext]:
     AGENTS.add("same", SameAgent)
     AGENTS.add("forgets", ForgetsAgent)
     set_suites(workspace, [])
+    # one look: the tests below count the trials of the fixed test (test_rounds_* measures in rounds)
+    assert "looks: 1\n" in workspace.contract_path.read_text()
     for i in range(6):
         holdout_task(workspace.ws.tasks_dir, f"h{i}", family="a" if i % 2 else "b")
     make_task(workspace.ws.tasks_dir, "train0")
@@ -277,3 +279,149 @@ def test_the_diff_keeps_suite_tasks_out_of_its_holdout_figures(ws: WorkspaceCont
     assert out.verdict.n_tasks == 6
     assert r.overall["scope"] == "holdout" and r.overall["tasks"] == 6, r.tasks
     assert {t["task"] for t in r.tasks if t["split"] == "suite"} == {"s0", "s1", "s2"}
+
+
+def part_task(root: Path, name: str, template: str, part: str) -> None:
+    """A holdout task of `template` in the holdout part `part` (in_skill | unseen)."""
+    d = make_task(root, name, family=template.split("/")[0])
+    toml = (d / "task.toml").read_text().replace(
+        "difficulty = 1\n", f'difficulty = 1\nsplit = "holdout"\ntemplate = "{template}"\nholdout_part = "{part}"\n')
+    (d / "task.toml").write_text(toml)
+
+
+class SkillAgent:
+    """gen-0001 plays `better` on in-skill tasks (names `i*`) and `same` on unseen ones (names `u*`), or, as
+    `skill-forgets`, fails every unseen task the parent passes every attempt of."""
+
+    name = "skill"
+    forgets = False
+
+    def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentOutcome:
+        if ctx.task.name.startswith("u"):
+            if self.forgets and ctx.generation is not None:
+                agent = NopAgent() if ctx.generation.id == "gen-0001" else OracleAgent()
+                return as_harness(agent.run(sandbox, ctx), ctx)
+            return SameAgent().run(sandbox, ctx)
+        return BetterAgent().run(sandbox, ctx)
+
+
+class SkillForgetsAgent(SkillAgent):
+    name = "skill-forgets"
+    forgets = True
+
+
+@pytest.fixture
+def parts(ws: WorkspaceContext) -> WorkspaceContext:
+    """The ws fixture's six holdout tasks replaced by a two-part holdout: 6 in-skill templates, 5 unseen."""
+    import shutil
+
+    AGENTS.add("skill", SkillAgent)
+    AGENTS.add("skill-forgets", SkillForgetsAgent)
+    for i in range(6):
+        shutil.rmtree(ws.ws.tasks_dir / f"h{i}")
+        part_task(ws.ws.tasks_dir, f"i{i}", f"fam{i % 2}/train{i}", "in_skill")
+    for i in range(5):
+        part_task(ws.ws.tasks_dir, f"u{i}", f"fam{i % 2}/new{i}", "unseen")
+    return ws
+
+
+def test_the_in_skill_part_gates_superiority_and_the_unseen_part_non_inferiority(
+        parts: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    out = promote(parts, PromoteRequest("gen-0001", dry_run=True, agent="skill"), provider=provider)
+    v = out.verdict
+    assert v.superiority_part == "in_skill" and v.passed, v.failing
+    # the headline (gated) figures are the in-skill part's: the unseen tasks did not move and are not in them
+    assert (v.n_tasks, v.n_units, v.parent_rate, v.candidate_rate) == (6, 6, 0.25, 0.75)
+    ins, uns = v.part("in_skill"), v.part("unseen")
+    assert ins is not None and uns is not None
+    assert (ins.role, ins.units, ins.p_value) == ("superiority", 6, pytest.approx(1 / 64))
+    assert (uns.role, uns.units, uns.tasks, uns.parent, uns.candidate) == ("non_inferiority", 5, 5, 0.25, 0.25)
+    assert uns.p_value == 1.0 and uns.ni_p_value is not None and uns.ni_p_value > 0.05
+    gates = {g.name: g for g in v.gates}
+    assert gates["unseen_noninferiority"].passed and "in-skill" in gates["significance"].detail
+    from rsi.core.promotion import figures
+
+    lines = figures(v)
+    assert any(x.startswith("in-skill holdout (the superiority gate): 6 tasks on 6 templates, 25.0% -> 75.0%")
+               for x in lines), lines
+    assert any(x.startswith("unseen-template holdout (non-inferiority within 0.100): 5 tasks on 5 templates")
+               for x in lines), lines
+    j = out.as_json()["verdict"]
+    assert [p["part"] for p in j["parts"]] == ["in_skill", "unseen"] and j["superiority_part"] == "in_skill"
+
+
+def test_a_candidate_that_loses_the_unseen_templates_is_rejected_on_them(
+        parts: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    out = promote(parts, PromoteRequest("gen-0001", agent="skill-forgets"), provider=provider)
+    failing = {g.name for g in out.verdict.failing}
+    assert "unseen_noninferiority" in failing and not failing & {"significance", "min_delta", "holdout_units"}
+    uns = out.verdict.part("unseen")
+    assert uns is not None and (uns.parent, uns.candidate) == (1.0, 0.0) and uns.ni_p_value == pytest.approx(1 / 32)
+    assert _state(parts, "gen-0001") == "rejected"
+    assert "unseen_noninferiority" in parts.store.generation_events("gen-0001")[-1].reason
+
+
+def test_too_few_unseen_templates_runs_nothing_and_says_which_part(parts: WorkspaceContext,
+                                                                   provider: FakeSandboxProvider) -> None:
+    import shutil
+
+    for i in range(2):
+        shutil.rmtree(parts.ws.tasks_dir / f"u{i}")
+    out = promote(parts, PromoteRequest("gen-0001", dry_run=True, agent="skill"), provider=provider)
+    assert out.skipped and "3 unseen-template holdout templates" in out.skipped and out.trials["planned"] == 0
+    gate = {g.name: g for g in out.verdict.gates}["unseen_noninferiority"]
+    assert not gate.passed and "rsi discover --holdout-only --n 2" in gate.detail
+
+
+def _looks(ctx: WorkspaceContext, n: int) -> WorkspaceContext:
+    text = ctx.contract_path.read_text()
+    assert "looks: 1\n" in text
+    ctx.contract_path.write_text(text.replace("looks: 1\n", f"looks: {n}\n"))
+    return WorkspaceContext.open(ctx.ws.root)
+
+
+class AllOrNothingAgent:
+    """gen-0001 solves every attempt, gen-0000 none: a gain clear after the first round."""
+
+    name = "all-or-nothing"
+
+    def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentOutcome:
+        win = ctx.generation is not None and ctx.generation.id == "gen-0001"
+        return as_harness((OracleAgent() if win else NopAgent()).run(sandbox, ctx), ctx)
+
+
+def test_rounds_stop_early_for_futility_and_for_a_clear_gain(ws: WorkspaceContext,
+                                                             provider: FakeSandboxProvider) -> None:
+    ctx = _looks(ws, 2)
+    try:
+        same = promote(ctx, PromoteRequest("gen-0001", dry_run=True, agent="same"), provider=provider)
+        seq = same.verdict.sequential
+        assert seq is not None and (seq.looks, seq.rounds_run, seq.stopped) == (2, 1, "futility")
+        assert same.trials["planned"] == 2 * 6 * 2 and not same.verdict.passed  # half the trials of one look
+        assert [c.params["stage"] for c in ctx.store.child_jobs(same.job_id)] == ["holdout"]
+        # `better` over 6 units cannot reach the first look's bound (1/64): both rounds run, the last look decides
+        full = promote(ctx, PromoteRequest("gen-0001", dry_run=True, agent="better"), provider=provider)
+        seq = full.verdict.sequential
+        assert seq is not None and (seq.rounds_run, seq.stopped) == (2, "final")
+        assert [x.decision for x in seq.history] == ["continue", "final"]
+        from rsi.core.promotion import figures
+
+        line = figures(full.verdict)[-1]
+        assert line.startswith("sequential: 2 of 2 rounds (final); look 1 (2/task): p = 0.01562 vs 0.005575") \
+            and "o-brien-fleming" not in line and "obrien-fleming alpha spending" in line, line
+        assert sorted(c.params["stage"] for c in ctx.store.child_jobs(full.job_id)) == ["holdout", "holdout-2"]
+        again = promote(ctx, PromoteRequest("gen-0001", dry_run=True, agent="better"), provider=provider)
+        assert again.trials["planned"] == 0 and again.trials["reused"] == 2 * 6 * 4  # every round's trials reused
+        assert again.verdict.sequential is not None and again.verdict.sequential.rounds_run == 2
+        for i in range(6, 8):  # 8 units: every one improved reaches p = 1/256 < the first look's bound 0.0056
+            holdout_task(ctx.ws.tasks_dir, f"h{i}")
+        AGENTS.add("all-or-nothing", AllOrNothingAgent)
+        win = promote(ctx, PromoteRequest("gen-0001", dry_run=True, agent="all-or-nothing"), provider=provider)
+        seq = win.verdict.sequential
+        assert seq is not None and (seq.rounds_run, seq.stopped) == (1, "efficacy") and win.verdict.passed
+        assert win.verdict.p_value == pytest.approx(1 / 256) and win.verdict.bound == pytest.approx(0.00557, abs=1e-4)
+        assert win.trials["planned"] == 2 * 8 * 2
+        j = win.as_json()["verdict"]["sequential"]
+        assert j["rounds"] == 1 and j["bound"] == pytest.approx(0.00557, abs=1e-4) and j["looks"] == 2
+    finally:
+        ctx.store.close()

@@ -227,6 +227,13 @@ def _headline(v: PromotionVerdict, which: str) -> dict[str, float]:
             out["holdout_p"] = round(v.p_value, 6)
         if v.task_p_value is not None:
             out["holdout_task_p"] = round(v.task_p_value, 6)
+    for pr in v.parts if len(v.parts) > 1 or v.superiority_part != "unseen" else []:
+        out[f"{pr.part}_pass_rate"] = round(pr.candidate if which == "candidate" else pr.parent, 4)
+        out[f"{pr.part}_units"] = float(pr.units)
+        if which == "candidate" and pr.p_value is not None:
+            out[f"{pr.part}_p"] = round(pr.p_value, 6)
+    if which == "candidate" and v.sequential is not None:
+        out["promote_rounds"] = float(v.sequential.rounds_run)
     if v.suite is not None and v.suite.tasks:
         out["suite_pass_rate"] = round(v.suite.candidate if which == "candidate" else v.suite.parent, 4)
         out["suite_tasks"] = float(v.suite.tasks)

@@ -1,0 +1,113 @@
+"""The group-sequential test promote measures in rounds with (rsi.core.sequential), simulated.
+
+Each simulated promote draws a holdout of UNITS templates x TASKS tasks with per-task pass rates, both
+generations' trials (Bernoulli), and runs the real rule: at each look the gate's statistic (the paired test
+clustered on templates, rsi.core.promotion.clustered) on the first ceil(k K / looks) trials per task against
+the look's Lan-DeMets bound, futility at z <= 0. Under the null (the candidate is its parent) the share of
+runs it promotes must stay at or below the contract's alpha (within Monte-Carlo error); under a clear gain
+it must need fewer rounds on average than the single look, losing (almost) no power.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from rsi.core.contract import Promotion
+from rsi.core.promotion import TaskOutcome, clustered, evaluate
+from rsi.core.sequential import bounds, decide, schedule, spent
+
+ALPHA, RUNS, UNITS, TASKS, TRIALS = 0.05, 2000, 16, 2, 4
+
+
+@dataclass
+class Sim:
+    rejected: float  # share of runs the rule promoted (efficacy at some look)
+    rounds: float  # mean rounds run
+
+
+def simulate(looks: int, gain: float, rule: str = "obrien_fleming", runs: int = RUNS, seed: int = 7,
+             futility: float | None = 0.0) -> Sim:
+    rng = np.random.default_rng(seed)
+    sched = schedule(TRIALS, looks)
+    bnd = bounds(ALPHA, tuple(n / TRIALS for n in sched), rule)  # type: ignore[arg-type]
+    wins = rounds = 0
+    names = [f"t{u}.{i}" for u in range(UNITS) for i in range(TASKS)]
+    for _ in range(runs):
+        base = rng.uniform(0.05, 0.6, size=len(names))
+        par = rng.random((len(names), TRIALS)) < base[:, None]
+        cand = rng.random((len(names), TRIALS)) < np.minimum(base + gain, 1.0)[:, None]
+        for k in range(1, looks + 1):
+            n = sched[k - 1]
+
+            def arm(x: np.ndarray, n: int = n) -> dict[str, TaskOutcome]:
+                return {t: TaskOutcome(t, "f", int(x[i, :n].sum()), n, unit=t.split(".")[0])
+                        for i, t in enumerate(names)}
+
+            _, _, p = clustered(arm(par), arm(cand), names)
+            d = decide(k, looks, p, bnd[k - 1], True, futility)
+            if d == "final":
+                d = "efficacy" if p is not None and p < bnd[k - 1] else "futility"
+            if d != "continue":
+                wins += d == "efficacy"
+                rounds += k
+                break
+    return Sim(wins / runs, rounds / runs)
+
+
+def mc_ceiling(p: float, n: int) -> float:
+    return p + 2.5 * math.sqrt(p * (1 - p) / n)
+
+
+def test_bounds_match_published_values_and_one_look_is_the_fixed_test() -> None:
+    z = [-_ppf(b) for b in bounds(0.025, (0.5, 1.0))]
+    assert z == pytest.approx([2.963, 1.969], abs=2e-3)  # Lan-DeMets O'Brien-Fleming, K = 2 (gsDesign)
+    z = [-_ppf(b) for b in bounds(0.025, (0.25, 0.5, 0.75, 1.0))]
+    assert z == pytest.approx([4.333, 2.963, 2.359, 2.014], abs=2e-3)
+    z = [-_ppf(b) for b in bounds(0.025, (0.5, 1.0), "pocock")]
+    assert z == pytest.approx([2.157, 2.201], abs=2e-3)
+    assert bounds(0.05, (1.0,)) == (0.05,)
+    assert spent(0.05, 1.0, "obrien_fleming") == pytest.approx(0.05) and spent(0.05, 1.0, "pocock") == \
+        pytest.approx(0.05)
+    assert schedule(4, 2) == [2, 4] and schedule(4, 3) == [2, 3, 4] and schedule(2, 4) == [1, 1, 2, 2]
+
+
+def _ppf(p: float) -> float:
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(p)
+
+
+@pytest.mark.parametrize("looks,rule", [(2, "obrien_fleming"), (4, "obrien_fleming"), (2, "pocock")])
+def test_type_one_error_under_the_null_stays_at_alpha(looks: int, rule: str) -> None:
+    seq = simulate(looks, 0.0, rule)
+    assert seq.rejected <= mc_ceiling(ALPHA, RUNS), seq
+    assert seq.rounds < looks  # the futility bound stops most null runs early
+
+
+def test_a_clear_gain_stops_sooner_with_almost_the_power_of_one_look() -> None:
+    one, seq = simulate(1, 0.25), simulate(2, 0.25)
+    assert one.rounds == 1
+    assert seq.rounds <= 1.75, seq  # most runs stop at the first look
+    assert seq.rejected >= one.rejected - 0.03, (one, seq)
+    assert seq.rejected >= 0.8
+
+
+def test_evaluate_gates_significance_on_the_looks_bound() -> None:
+    parent = {f"t{i}": TaskOutcome(f"t{i}", "a", 0, 4) for i in range(6)}
+    cand = {f"t{i}": TaskOutcome(f"t{i}", "a", 3, 4) for i in range(6)}  # p = 1/64 over 6 tasks
+    kw = {"parent_major": 1, "candidate_major": 1, "contract_major": 1}
+    assert evaluate(parent, cand, Promotion(), **kw).passed
+    tight = evaluate(parent, cand, Promotion(), bound=bounds(0.05, (0.5, 1.0))[0], **kw)
+    g = {x.name: x for x in tight.gates}["significance"]
+    assert not g.passed and g.threshold.startswith("p < 0.005") and "group-sequential" in g.threshold
+
+
+def test_the_simulation_sees_the_error_of_peeking_at_alpha_every_look(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same simulation with alpha at each of 4 looks, no spending and no futility stop (the mistake the
+    bounds prevent) promotes far more than alpha of null runs: the type-I test above can fail."""
+    monkeypatch.setitem(globals(), "bounds", lambda a, f, r="obrien_fleming": tuple([a] * len(f)))
+    assert simulate(4, 0.0, futility=None).rejected > mc_ceiling(ALPHA, RUNS)
