@@ -24,7 +24,7 @@ from rsi.loop.init import init_workspace
 from rsi.sandbox.fake import FakeSandboxProvider
 from rsi.train.backends import BACKENDS
 from rsi.train.base import TrainRequest, TrainResult
-from tests.taskgen import make_task
+from tests.taskgen import R, make_task
 from tests.unit.test_discover_loop import FakeGen
 from tests.unit.test_promote_loop import BetterAgent, holdout_task
 
@@ -74,6 +74,9 @@ def build_cycle_workspace(base: Path) -> Path:
                 make_task(root / "tasks", name)
             for i in range(6):
                 holdout_task(root / "tasks", f"h{i}", family="a" if i % 2 else "b")
+                # a reference of its own: update refuses training data that repeats an unseen holdout reference
+                (root / "tasks" / f"h{i}" / "solution" / "solve.sh").write_text(
+                    f'printf ok | tee "{R}/app/out.txt" >/dev/null\n')
             contract = root / "contracts" / "hcp-1.0.yaml"  # the fake sandbox cannot run the starter suite
             contract.write_text(contract.read_text().replace("suites: [suites/starter]", "suites: []"))
             ctx = WorkspaceContext.open(root)

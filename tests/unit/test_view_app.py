@@ -180,9 +180,20 @@ def test_trial_page_shows_every_step_and_moves_through_the_list(client: TestClie
 
 def test_compare_grid_counts_and_the_step_aligned_diff(client: TestClient, cycle_workspace: Path) -> None:
     page = client.get("/compare?split=holdout").text
-    for task, gen, passes, n in db(cycle_workspace, "SELECT task_name, generation, sum(passed), count(*) FROM trials "
-                                   "WHERE split = 'holdout' AND status = 'done' GROUP BY 1, 2"):
-        assert f'href="/trials?task={task}&amp;generation={gen}">{passes}/{n}</a>' in page
+    # the model's trials (here the scripted agent promote measured), each generation under its own config
+    model = db(cycle_workspace, "SELECT t.task_name, t.generation, sum(t.passed), count(*), group_concat(t.id) "
+                                "FROM trials t JOIN generations g ON g.id = t.generation "
+                                "WHERE t.split = 'holdout' AND t.status = 'done' AND t.agent = 'better' "
+                                "AND t.harness_config_digest = "
+                                "json_extract(g.manifest_json, '$.harness_config.digest') "
+                                "GROUP BY 1, 2")
+    assert model
+    for task, gen, passes, n, ids in model:
+        cell = re.search(rf'data-col="{gen}" data-task="{task}" data-passes="{passes}" data-graded="{n}"[^>]*>'
+                         r'<a href="([^"]+)">', page)
+        assert cell, (task, gen, passes, n)
+        listed = re.findall(r'<tr class="trial-row" data-id="([^"]+)"', client.get(html.unescape(cell.group(1))).text)
+        assert sorted(listed) == sorted(ids.split(","))  # the cell links to exactly the trials it counted
     steps = re.findall(r'class="steps-link" href="([^"]+)"', page)
     assert steps
     diff = client.get(html.unescape(steps[0])).text
