@@ -94,3 +94,42 @@ def test_wilson_interval() -> None:
     assert wilson(0, 0) == (0.0, 1.0)
     lo, hi = wilson(10, 10)
     assert hi == pytest.approx(1.0) and 0.69 < lo < 0.73
+
+
+def test_a_contract_must_name_exactly_one_superiority_part(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    from rsi.core.errors import InputError
+    from rsi.store.files import load_contract
+
+    with pytest.raises(ValueError, match="exactly one holdout part must be `superiority`"):
+        Promotion(gates={"in_skill": "non_inferiority", "unseen": "non_inferiority"})
+    src = Path(__file__).parents[2] / "contracts" / "hcp-1.0.yaml"
+    bad = tmp_path / "hcp-1.0.yaml"
+    bad.write_text(src.read_text().replace("gates: {in_skill: superiority, unseen: non_inferiority}",
+                                           "gates: {in_skill: superiority, unseen: superiority}"))
+    with pytest.raises(InputError) as e:
+        load_contract(bad)
+    assert "promotion" in str(e.value) and "superiority" in str(e.value)
+
+
+def test_in_skill_gates_superiority_and_a_holdout_naming_no_part_is_unseen() -> None:
+    def parted(part: str, passes: int, n: int = 6) -> dict[str, TaskOutcome]:
+        return {f"{part}{i}": TaskOutcome(f"{part}{i}", "a", passes, K, unit=f"{part}/t{i}", part=part)
+                for i in range(n)}
+
+    # the in-skill part improves, the unseen part stays: promoted, gated on in-skill only
+    parent, cand = {**parted("in_skill", 0), **parted("unseen", 1)}, {**parted("in_skill", 3), **parted("unseen", 1)}
+    v = evaluate(parent, cand, Promotion(), parent_major=1, candidate_major=1, contract_major=1)
+    assert v.passed and v.superiority_part == "in_skill" and v.n_tasks == 6 and v.delta == pytest.approx(0.75)
+    # the unseen part improving alone proves nothing: the in-skill gate fails
+    parent, cand = {**parted("in_skill", 1), **parted("unseen", 0)}, {**parted("in_skill", 1), **parted("unseen", 3)}
+    v = evaluate(parent, cand, Promotion(), parent_major=1, candidate_major=1, contract_major=1)
+    assert {g.name for g in v.failing} == {"min_delta", "significance"}
+    assert v.part("unseen") is not None and v.part("unseen").p_value == pytest.approx(1 / 64)  # type: ignore[union-attr]
+    # the same outcomes naming no part (an older workspace): all unseen, gated for superiority as before
+    strip = {t: TaskOutcome(o.task, o.family, o.passes, o.trials, unit=o.unit) for t, o in parent.items()}
+    strip_c = {t: TaskOutcome(o.task, o.family, o.passes, o.trials, unit=o.unit) for t, o in cand.items()}
+    v = evaluate(strip, strip_c, Promotion(), parent_major=1, candidate_major=1, contract_major=1)
+    assert v.superiority_part == "unseen" and v.n_tasks == 12
+    assert "unseen_noninferiority" not in {g.name for g in v.gates}
