@@ -28,6 +28,9 @@ class T:
     config_digest: str | None = None  # None: the generation's own
     tokens: list[dict[str, Any]] | None = None
     prompt_variables: dict[str, Any] | None = None  # what the harness records to render the head again
+    agent: str = "harness"  # or a training-data source's agent: oracle-replay, hinted
+    source: str | None = None  # the trajectory's `source` (None: not recorded, as before sources existed)
+    task_digest: str | None = None  # a real task's digest (None: `digest-<task>`)
 
 
 def workspace(tmp_path: Path) -> WorkspaceContext:
@@ -60,12 +63,13 @@ def add_trials(ctx: WorkspaceContext, trials: list[T], job_id: str = "job-upd-1"
                 extra.update(t.tokens[k - 1])
             rec.add_agent(message=content, metrics=Metrics(prompt_tokens=1, completion_tokens=1), extra=extra)
         rec.rsi_extra.update(task=t.task, few_shot=[], messages=msgs, tools=[], harness_config_digest=digest,
-                             **({"prompt_variables": t.prompt_variables} if t.prompt_variables else {}))
+                             **({"prompt_variables": t.prompt_variables} if t.prompt_variables else {}),
+                             **({"source": t.source} if t.source else {}))
         rec.finish(prompt_tokens=2, completion_tokens=2, cached_tokens=0)
         rec.write(d / "trajectory.json")
         rows.append(TrialRow(
-            id=tid, job_id=job_id, task_name=t.task, task_digest=f"digest-{t.task}", generation=t.generation,
-            agent="harness", attempt=t.attempt, status="done", reward=t.reward, passed=(t.reward or 0) >= 1,
+            id=tid, job_id=job_id, task_name=t.task, task_digest=t.task_digest or f"digest-{t.task}",
+            generation=t.generation, agent=t.agent, attempt=t.attempt, status="done", reward=t.reward, passed=(t.reward or 0) >= 1,
             error_type=t.error_type, harness_config_digest=digest, trial_dir=str(d), split=t.split,
             integrity=t.integrity, tampered_paths_json=__import__("json").dumps(t.tampered), turns=2,
         ))
