@@ -27,6 +27,10 @@ SAMPLE = (
     "pyfix/comparison", "pyfix/accumulate", "pyfix/dict-count",
     "pipeline/largest-file", "pipeline/find-path", "pipeline/grep-files",
 )
+# every template of the shell family: symlinks and tar archives through the verifier's copy, an environment file
+# holding a tar archive, GNU date and find -size in the base image
+SHELL = tuple(f"shell/{t}" for t in ("find-ext", "sed-inplace", "cut-field", "tar-list", "symlink", "count-tree",
+                                     "date-epoch", "find-size", "awk-filter", "tar-create", "export-var", "date-diff"))
 
 
 class SampleGen:
@@ -36,8 +40,10 @@ class SampleGen:
     families = ("*",)
     max_level = 2
 
+    sample: tuple[str, ...] = SAMPLE
+
     def generate(self, req: GenRequest) -> TaskDraft:
-        tid = SAMPLE[req.seed % len(SAMPLE)]
+        tid = self.sample[req.seed % len(self.sample)]
         family = GENERATORS.create(tid.split("/")[0])
         assert isinstance(family, ProceduralFamily)
         return family.generate(GenRequest(seed=req.seed, difficulty=family.template(tid).level, template=tid))
@@ -55,11 +61,19 @@ def ws(workspace: WorkspaceContext) -> Iterator[WorkspaceContext]:
     yield workspace
 
 
-def test_a_sample_of_templates_holds_in_real_containers(ws: WorkspaceContext) -> None:
-    out = discover(ws, DiscoverRequest(n=len(SAMPLE), generators=["templatesample"], seed=0, attempts=1,
+class ShellGen(SampleGen):
+    name = "shellsample"
+    sample = SHELL
+
+
+@pytest.mark.parametrize("sample", [SAMPLE, SHELL], ids=["families", "shell"])
+def test_a_sample_of_templates_holds_in_real_containers(ws: WorkspaceContext, sample: tuple[str, ...]) -> None:
+    GENERATORS.add("shellsample", ShellGen)
+    gen = "templatesample" if sample is SAMPLE else "shellsample"
+    out = discover(ws, DiscoverRequest(n=len(sample), generators=[gen], seed=0, attempts=1,
                                        probe_agent="nop", concurrency=4))
     assert not out.interrupted, out.reason
-    assert len(out.candidates) == len(SAMPLE)
+    assert len(out.candidates) == len(sample)
     bad = [(c.name, c.reason, c.detail) for c in out.candidates if c.state != "admitted"]
     assert not bad, bad
     for c in out.candidates:
@@ -68,4 +82,4 @@ def test_a_sample_of_templates_holds_in_real_containers(ws: WorkspaceContext) ->
         assert all(t.passed == (t.agent == "oracle") for t in trials), [(t.agent, t.passed) for t in trials]
         assert len([t for t in trials if t.agent == "known_wrong"]) >= 2
         assert all(t.integrity == "declared_outputs" for t in trials)
-    assert {t.spec.metadata.rsi.template for t in load_tasks([ws.ws.tasks_dir])} == set(SAMPLE)
+    assert {t.spec.metadata.rsi.template for t in load_tasks([ws.ws.tasks_dir])} == set(sample)
