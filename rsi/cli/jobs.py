@@ -58,8 +58,9 @@ def run(
     from rsi.loop.run import RunRequest, run_job
     from rsi.report.jobs import job_json
 
-    req = RunRequest(paths=list(paths or []), agent=agent, variant=variant, attempts=k, concurrency=n, generations=list(gen or []),
-                     configs=list(config or []), resume=resume, budget=budget, budget_unit=unit)
+    req = RunRequest(paths=list(paths or []), agent=agent, variant=variant, attempts=k, concurrency=n,
+                     generations=list(gen or []), configs=list(config or []), resume=resume, budget=budget,
+                     budget_unit=unit)
     with errors():
         wctx = open_context(ctx)
         use_executor(wctx, executor, address)
@@ -138,8 +139,8 @@ def list_jobs(
     table.add_column("job", no_wrap=True, min_width=max((len(j.id) for j, *_ in rows), default=3))
     for c in ("kind", "status", "agent", "gen", "trials", "pass@1"):
         table.add_column(c, no_wrap=c != "agent")  # at 80 columns, only agent may be shortened
-    for j, n, p1, c in rows:  # a job of controls only shows their pass@1 dimmed: not a model score
-        shown = "-" if p1 is None else f"{p1:.3f}" if c == "model arms" else f"[dim]{p1:.3f} ctl[/]"
+    for j, n, p1, counts in rows:  # a job of controls only shows their pass@1 dimmed: not a model score
+        shown = "-" if p1 is None else f"{p1:.3f}" if counts == "model arms" else f"[dim]{p1:.3f} ctl[/]"
         table.add_row(j.id, j.kind, status_text(j), j.agent, j.generation or "-", str(n), shown)
     console.print(table)
 

@@ -222,10 +222,10 @@ def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str | None = None) -> Diff
         report.gate = {"job": got[0], "verdict": got[1]}
     if not comparable:
         return report
-    scope = gate_scope(ctx, parts=None)
+    rate_scope = gate_scope(ctx, parts=None)
     who = None if agent is None else [agent]
-    ta, tb = (generation_tally(ctx, g.id, scope, who) for g in (a, b))
-    report.counts = {"a": ta.covers(), "b": tb.covers(), "scope": scope.describe(), "what": COUNTS}
+    ta, tb = (generation_tally(ctx, g.id, rate_scope, who) for g in (a, b))
+    report.counts = {"a": ta.covers(), "b": tb.covers(), "scope": rate_scope.describe(), "what": COUNTS}
     ca, cb = ta.tasks, tb.tasks
     common = sorted(n for n in set(ca) & set(cb) if ca[n].graded and cb[n].graded)
     fams = _families(ctx, set(common))

@@ -16,6 +16,7 @@ from rsi.core.errors import NotFoundError, StoreError
 from rsi.loop.context import WorkspaceContext
 from rsi.report.diff import build_diff
 from rsi.store.lite import LiteReader, open_lite
+from rsi.store.queries_rates import RateScope
 from tests.unit.test_diff_report import ws  # noqa: F401 - the fixture: gen-0001 promoted over gen-0000
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,6 +37,8 @@ def _reads(r: object, g0: str, g1: str, d0: str, d1: str, digests: list[str]) ->
         "manifest": r.generation_manifest(g1).model_dump(mode="json"),  # type: ignore[attr-defined]
         "config": r.config_yaml(d1),  # type: ignore[attr-defined]
         "no_config": r.config_yaml("0" * 64),  # type: ignore[attr-defined]
+        "tally": r.pass_tally(RateScope(parts=None), generation=g1).as_json(),  # type: ignore[attr-defined]
+        "model_agents": sorted(r.model_agents()),  # type: ignore[attr-defined]
     }
 
 
