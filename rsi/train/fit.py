@@ -25,6 +25,7 @@ function runs, so the pure parts (EarlyStop) import anywhere.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -155,6 +156,9 @@ class FitResult:
     logprob_before: float
     logprob_after: float
     validation: dict[str, Any]
+    train_sec: float = 0.0  # inside the optimisation steps (no measurement before, between or after)
+    trained_samples: int = 0  # policy turns over all steps (a turn drawn twice counts twice)
+    trained_tokens: int = 0  # their prompt + completion tokens (what one forward per turn would compute)
 
 
 class Batches:
@@ -223,8 +227,10 @@ def fit(model: Any, logps: Scorer | Callable[[Sample], Any], *, sft: list[Sample
     kls: list[float] = []
     model.train()
     step = 0
+    train_sec, n_samples, n_tokens = 0.0, 0, 0
     while step < s.steps:
         batch = batches.next()
+        t_step = time.perf_counter()
         opt.zero_grad()
         total, kl_total = 0.0, 0.0
         for group in scorer.split(batch):
@@ -238,6 +244,9 @@ def fit(model: Any, logps: Scorer | Callable[[Sample], Any], *, sft: list[Sample
             if group_loss is not None:
                 (group_loss / len(batch)).backward()
         opt.step()
+        train_sec += time.perf_counter() - t_step
+        n_samples += len(batch)
+        n_tokens += sum(len(x.prompt) + len(x.completion) for x in batch)
         step += 1
         losses.append(total)
         kls.append(kl_total)
@@ -257,7 +266,7 @@ def fit(model: Any, logps: Scorer | Callable[[Sample], Any], *, sft: list[Sample
     if validation:
         vjson.update(stop.as_json(), restored_step=restored)
     return FitResult(steps=step, losses=losses, kl_curve=kls, logprob_before=before, logprob_after=after,
-                     validation=vjson)
+                     validation=vjson, train_sec=train_sec, trained_samples=n_samples, trained_tokens=n_tokens)
 
 
 def _mean(xs: list[float]) -> float:

@@ -144,9 +144,22 @@ class TorchScorer:
 
     def __init__(self, model: Any, device: Any, *, pack: bool, max_tokens: int, autocast: Any = None) -> None:
         self.model, self.device, self.pack, self.max_tokens, self.autocast = model, device, pack, max_tokens, autocast
-        self.forwards = 0
-        self.tokens = 0  # tokens through the decoder (padding included)
-        self.scored = 0  # completion tokens scored
+        # the work done, for the throughput figures: forwards, tokens through the decoder (`padded`: with the
+        # padding), attention query-key pairs (causal), positions through the vocabulary projection; the
+        # `train` counts are the forwards that build a graph (the optimisation steps), `all` every forward
+        self.counts: dict[str, dict[str, int]] = {k: dict.fromkeys(("forwards", "tokens", "padded", "pairs", "head"), 0)
+                                                  for k in ("train", "all")}
+
+    def _count(self, lengths: list[int], width: int, head: int) -> None:
+        import torch
+
+        for key in ("train", "all") if torch.is_grad_enabled() else ("all",):
+            c = self.counts[key]
+            c["forwards"] += 1
+            c["tokens"] += sum(lengths)
+            c["padded"] += width * len(lengths)
+            c["pairs"] += sum(n * (n + 1) // 2 for n in lengths)
+            c["head"] += head
 
     def split(self, samples: list[Sample]) -> list[list[Sample]]:
         if not self.pack:
@@ -183,9 +196,7 @@ class TorchScorer:
         with torch.autocast(self.device.type, enabled=False):
             logits = lm.get_output_embeddings()(hidden[b_idx, p_idx].float()).float()
             lp = torch.log_softmax(logits, dim=-1).gather(1, ids[b_idx, p_idx + 1][:, None])[:, 0]
-        self.forwards += 1
-        self.tokens += int(ids.numel())
-        self.scored += len(bi)
+        self._count([len(r.ids) for r in rows], width, len(bi))
         out: list[Any] = [None] * len(samples)
         for i, part in zip(order, torch.split(lp, sizes), strict=True):
             out[i] = part
@@ -198,9 +209,7 @@ class TorchScorer:
         with self._autocast():
             logits = self.model(input_ids=ids).logits[0, len(x.prompt) - 1 : -1].float()
         lp = torch.log_softmax(logits, dim=-1)
-        self.forwards += 1
-        self.tokens += int(ids.numel())
-        self.scored += len(x.completion)
+        self._count([ids.shape[1]], ids.shape[1], ids.shape[1])  # the vocabulary projection at every position
         return lp.gather(1, torch.tensor(x.completion, device=self.device)[:, None])[:, 0]
 
     def _autocast(self) -> Any:
@@ -298,7 +307,11 @@ class LocalBackend:
             "wall_sec": round(time.monotonic() - t0, 2),
             "throughput": {"pack": s.pack, "pack_tokens": s.pack_tokens, "threads": threads,
                            "dtype": str(autocast or torch.float32).replace("torch.", ""), "fit_sec": round(fit_sec, 2),
-                           "forwards": scorer.forwards, "tokens": scorer.tokens, "completion_tokens": scorer.scored},
+                           "train_sec": round(res.train_sec, 3), "trained_samples": res.trained_samples,
+                           "trained_tokens": res.trained_tokens,
+                           "samples_per_sec": round(res.trained_samples / res.train_sec, 3) if res.train_sec else None,
+                           "tokens_per_sec": round(res.trained_tokens / res.train_sec, 1) if res.train_sec else None,
+                           **{f"{k}_work": v for k, v in scorer.counts.items()}},
         }
         req.log(f"mean logprob of accepted completions {before:.4f} -> {after:.4f}")
         v = res.validation
