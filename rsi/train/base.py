@@ -33,6 +33,15 @@ class TrainRequest:
     log: Log = print
     progress: Progress | None = None
     command: str | None = None  # the `command` backend's template
+    # finds the base model's local transformers directory when a backend asks (`base_dir`): resolving it may
+    # convert the bundled GGUF once, so only a backend that needs the weights on disk pays for it
+    locate_base: Callable[[], Path] | None = None
+
+    def base_dir(self) -> Path | None:
+        """The base model's local directory: `base_model_dir`, else what `locate_base` finds (then kept)."""
+        if self.base_model_dir is None and self.locate_base is not None:
+            self.base_model_dir = self.locate_base()
+        return self.base_model_dir
 
 
 @dataclass

@@ -23,6 +23,7 @@ The base weights are never written: their digest before and after is recorded (`
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
@@ -129,10 +130,8 @@ def set_threads(threads: int | None) -> dict[str, int]:
     import torch
 
     torch.set_num_threads(threads or physical_cores())
-    try:
+    with contextlib.suppress(RuntimeError):  # fixed for good once parallel work ran in this process
         torch.set_num_interop_threads(1)
-    except RuntimeError:  # already fixed once parallel work ran in this process
-        pass
     return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
 
 
@@ -187,7 +186,8 @@ class TorchScorer:
                 pi += list(range(sp.start - 1, sp.end - 1))
                 order.append(sp.index)
                 sizes.append(sp.end - sp.start)
-        ids, b_idx, p_idx = ids.to(self.device), torch.tensor(bi, device=self.device), torch.tensor(pi, device=self.device)
+        ids = ids.to(self.device)
+        b_idx, p_idx = torch.tensor(bi, device=self.device), torch.tensor(pi, device=self.device)
         lm = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
         decoder = getattr(lm, lm.base_model_prefix)  # the transformer without its vocabulary projection
         with self._autocast():
@@ -213,8 +213,6 @@ class TorchScorer:
         return lp.gather(1, torch.tensor(x.completion, device=self.device)[:, None])[:, 0]
 
     def _autocast(self) -> Any:
-        import contextlib
-
         import torch
 
         if self.autocast is None:
@@ -241,7 +239,8 @@ class LocalBackend:
         # PEFT looks for the base's config by its hub name to check the vocabulary; offline it cannot, and says so
         warnings.filterwarnings("ignore", message="Could not find a config file", category=UserWarning)
 
-        if req.base_model_dir is None:
+        base_dir = req.base_dir()
+        if base_dir is None:
             raise TrainError("the local backend needs the base model as a transformers directory")
         t0 = time.monotonic()
         s = req.settings
@@ -253,8 +252,8 @@ class LocalBackend:
         # cuBLAS is deterministic only with a fixed workspace; on the GPU a nondeterministic op warns
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True, warn_only=device.type == "cuda")
-        tok = AutoTokenizer.from_pretrained(str(req.base_model_dir))
-        base: Any = AutoModelForCausalLM.from_pretrained(str(req.base_model_dir), dtype=torch.float32)
+        tok = AutoTokenizer.from_pretrained(str(base_dir))
+        base: Any = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
         base = base.to(device)
         base_before = _base_digest(base)
         if req.parent_adapter is not None:

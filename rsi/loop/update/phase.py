@@ -257,7 +257,7 @@ def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
             dataset=info.path, output_dir=out_dir / "adapter", base_model=gen.base_model.id,
             objective=req.objective, settings=settings, base_model_dir=base_dir,
             parent_adapter=(ctx.ws.resolve(parent.path) if parent else None), log=req.log, progress=req.progress,
-            command=req.command,
+            command=req.command, locate_base=lambda: _base_model_dir(ctx),
         )
         result = backend.train(treq)
         outcome.training = {"steps": result.steps, **_loss_summary(result), **result.metrics}
@@ -265,7 +265,7 @@ def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
             outcome.wall_sec = round(time.monotonic() - t0, 2)
             store.finish_training_run(run_id, status="done", metrics={"training": outcome.training})
             return outcome
-        aliases = tuple(str(p) for p in (base_dir,) if p is not None)
+        aliases = tuple(str(p) for p in (treq.base_model_dir,) if p is not None)
         adapter = check_peft_dir(result.adapter_dir, gen.base_model.id, aliases)
         _register_candidate(ctx, req, gen, cfg, cfg_digest, info.digest, adapter, result, outcome, settings)
     except (TrainError, AdapterCheckError, UpdateFailed) as e:
