@@ -23,7 +23,7 @@ from rsi.sandbox.base import Sandbox
 from rsi.sandbox.fake import FakeSandboxProvider
 from rsi.store.files import load_manifest, write_yaml_model
 from rsi.store.tables import TrialRow
-from tests.taskgen import make_task
+from tests.taskgen import R, make_task
 
 
 def as_harness(out: AgentOutcome, ctx: AgentContext) -> AgentOutcome:
@@ -67,7 +67,8 @@ class ForgetsAgent:
 
 
 def holdout_task(root: Path, name: str, family: str = "fam") -> None:
-    d = make_task(root, name, family=family)
+    # a reference of its own words: a train task's sample repeating a holdout reference is a leak (rsi.core.leakage)
+    d = make_task(root, name, family=family, solve=f'printf ok > "{R}/app/out.txt"\n')
     toml = (d / "task.toml").read_text().replace("difficulty = 1\n", 'difficulty = 1\nsplit = "holdout"\n')
     (d / "task.toml").write_text(toml)
 

@@ -299,7 +299,8 @@ def _steps(run: _Run) -> str | None:
     if res.stop:
         return res.stop
     # 3b. training-data sources: oracle replays of every train task, the hint ladder on the failed ones
-    stop = run_sources(run, [t.name for t in failed], _control_cap(run))
+    stop = run_sources(ctx, gen_id, run.base, pool, run.runner, req.sources, [t.name for t in failed],
+                       _control_cap(run))
     _sync(run)
     if stop:
         return stop

@@ -16,16 +16,15 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rsi.core.arm import Arm
 from rsi.core.replay import HINT_LEVELS
 from rsi.core.trial import is_infra
 from rsi.loop.arms import ArmPlan
-from rsi.loop.stages import Stage
-
-if TYPE_CHECKING:
-    from rsi.loop.expand.phase import _Run
+from rsi.loop.context import WorkspaceContext
+from rsi.loop.expand.evidence import Pool
+from rsi.loop.stages import ChildJobs, Stage
 
 REPLAY, HINTED = "oracle-replay", "hinted"
 
@@ -60,12 +59,12 @@ class SourcesSummary:
         return {"replays": self.replays, "hinted": self.hinted}
 
 
-def _rows(run: _Run, agent: str) -> dict[tuple[str, str | None], list[Any]]:
+def _rows(ctx: WorkspaceContext, gen_id: str, pool: Pool, agent: str) -> dict[tuple[str, str | None], list[Any]]:
     """Finished trials of `agent` on the pool under the base config, by (task name, variant)."""
-    name_of = {t.digest: t.name for t in run.pool.tasks}
+    name_of = {t.digest: t.name for t in pool.tasks}
     out: dict[tuple[str, str | None], list[Any]] = defaultdict(list)
-    for row in run.ctx.store.outcomes("expand", generation=run.gen_id, task_digests=list(name_of), agent=agent):
-        if row.harness_config_digest == run.pool.base_digest and not is_infra(row.error_type):
+    for row in ctx.store.outcomes("expand", generation=gen_id, task_digests=list(name_of), agent=agent):
+        if row.harness_config_digest == pool.base_digest and not is_infra(row.error_type):
             out[(name_of[row.task_digest], row.variant)].append(row)
     return out
 
@@ -84,40 +83,39 @@ def _trim(cells: list[tuple[str, str, int]], room: list[int | None]) -> list[tup
     return out
 
 
-def run_sources(run: _Run, failed: list[str], cap: int | None = None) -> str | None:
+def run_sources(ctx: WorkspaceContext, gen_id: str, base: ArmPlan, pool: Pool, runner: ChildJobs, plan: SourcesPlan,
+                failed: list[str], cap: int | None = None) -> str | None:
     """Run the replays, then the hint ladder over `failed` (task names the baseline never passed), at most `cap`
     trials in all (None: no cap; expand leaves the search half of what the baseline left, as for the attribution
     controls); returns why the job must stop (budget, Ctrl-C), else None."""
-    plan: SourcesPlan = run.req.sources
     room: list[int | None] = [cap]
-    base, gen = run.base, run.base.generation
-    dirs = [Path(t.path) for t in run.pool.tasks]
+    gen = base.generation
+    dirs = [Path(t.path) for t in pool.tasks]
     if plan.replays > 0:
-        arm = ArmPlan(Arm(agent=REPLAY, generation=run.gen_id, config_digest=base.arm.config_digest), gen,
-                      base.config)
-        have = _rows(run, REPLAY)
-        cells = [(t.name, arm.arm.id, plan.replays - len(have.get((t.name, None), []))) for t in run.pool.tasks]
-        res = run.runner.run(Stage("replays", [arm], _trim(cells, room), dirs, part="sources"))
+        arm = ArmPlan(Arm(agent=REPLAY, generation=gen_id, config_digest=base.arm.config_digest), gen, base.config)
+        have = _rows(ctx, gen_id, pool, REPLAY)
+        cells = [(t.name, arm.arm.id, plan.replays - len(have.get((t.name, None), []))) for t in pool.tasks]
+        res = runner.run(Stage("replays", [arm], _trim(cells, room), dirs, part="sources"))
         if res.stop:
             return res.stop
     climbing = list(failed)[: plan.hint_tasks] if plan.hint_tasks is not None else list(failed)
     for level in sorted(plan.hints):
-        have = _rows(run, HINTED)
+        have = _rows(ctx, gen_id, pool, HINTED)
         passed = {name for (name, _v), rows in have.items() if any(r.passed for r in rows)}
         climbing = [n for n in climbing if n not in passed]
         if not climbing:
             break
         variant = f"hint-{level}"
-        arm = ArmPlan(Arm(agent=HINTED, generation=run.gen_id, config_digest=base.arm.config_digest, variant=variant),
+        arm = ArmPlan(Arm(agent=HINTED, generation=gen_id, config_digest=base.arm.config_digest, variant=variant),
                       gen, base.config)
         cells = [(n, arm.arm.id, plan.hint_attempts - len(have.get((n, variant), []))) for n in climbing]
-        res = run.runner.run(Stage(f"hinted-{level}", [arm], _trim(cells, room), dirs, part="sources"))
+        res = runner.run(Stage(f"hinted-{level}", [arm], _trim(cells, room), dirs, part="sources"))
         if res.stop:
             return res.stop
     return None
 
 
-def sources_summary(ctx: Any, gen_id: str, pool: Any) -> SourcesSummary:
+def sources_summary(ctx: WorkspaceContext, gen_id: str, pool: Pool) -> SourcesSummary:
     """Replays and hinted rollouts recorded for the pool under the base config: tasks, trials, passes."""
     name_of = {t.digest: t.name for t in pool.tasks}
     tasks: dict[str, set[str]] = defaultdict(set)
