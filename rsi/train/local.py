@@ -79,7 +79,9 @@ def build_samples(lines: list[DatasetLine], tok: Any, max_len: int) -> tuple[lis
             if len(prompt) + len(completion) > max_len:
                 stats["too_long"] += 1
                 continue
-            out.append(Sample(prompt, completion, old, ln.advantage, ln.accepted,
+            # only the model's own rollouts carry a policy-gradient term (hinted and oracle lines are SFT only)
+            own = ln.source == "self"
+            out.append(Sample(prompt, completion, old if own else None, ln.advantage if own else 0.0, ln.accepted,
                               str(ln.provenance.get("trial_id", "")), validation=ln.validation,
                               template=str(ln.provenance.get("template") or ln.provenance.get("task") or "")))
     return out, stats
