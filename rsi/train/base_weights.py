@@ -16,6 +16,7 @@ import hashlib
 import json
 import struct
 from pathlib import Path
+from typing import Any
 
 from rsi.train.peft_dir import CONFIG
 
@@ -29,7 +30,7 @@ def weights_digest(model_dir: Path) -> str:
     files = sorted(model_dir.glob("*.safetensors"))
     if not files:
         raise FileNotFoundError(f"{model_dir}: no .safetensors weights")
-    index: list[tuple[str, Path, int, dict[str, object]]] = []
+    index: list[tuple[str, Path, int, dict[str, Any]]] = []
     for f in files:
         with f.open("rb") as fh:
             (n,) = struct.unpack("<Q", fh.read(8))
@@ -37,7 +38,7 @@ def weights_digest(model_dir: Path) -> str:
         index += [(name, f, 8 + n, spec) for name, spec in header.items() if name != "__metadata__"]
     h = hashlib.sha256()
     for name, f, start, spec in sorted(index, key=lambda t: t[0]):
-        lo, hi = spec["data_offsets"]  # type: ignore[misc]
+        lo, hi = (int(v) for v in spec["data_offsets"])
         h.update(json.dumps([name, spec["dtype"], spec["shape"]]).encode())
         with f.open("rb") as fh:
             fh.seek(start + lo)
