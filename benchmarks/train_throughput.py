@@ -179,7 +179,8 @@ def main() -> None:
             tp = m["throughput"]
             flops = work_flops(tp["train_work"], dims, s.rank, s.target_modules)
             rate = flops / tp["train_sec"] / 1e9
-            results[name] = {"tp": tp, "losses": res.losses, "before": m["logprob_before"], "rate": rate}
+            results[name] = {"tp": tp, "losses": res.losses, "before": m["logprob_before"], "after": m["logprob_after"],
+                             "rate": rate}
             w = tp["train_work"]
             print(f"train {name}: {tp['tokens_per_sec']:.1f} training tokens/s, {tp['samples_per_sec']:.3f} samples/s "
                   f"({tp['trained_samples']} turns, {tp['trained_tokens']} tokens in {tp['train_sec']:.1f} s over "
@@ -199,8 +200,11 @@ def main() -> None:
     if "pack-fp32" in results and "new" in results:
         a, b = results["pack-fp32"]["losses"], results["new"]["losses"]
         rel = max(abs(x - y) / max(abs(x), 1e-9) for x, y in zip(a, b, strict=True))
-        print(f"accuracy new vs pack-fp32 loss curve (same batches): max relative diff {rel:.4f}; "
-              f"fp32 {[round(x, 4) for x in a]} bf16 {[round(x, 4) for x in b]}")
+        print(f"accuracy new vs pack-fp32 loss curve (same batches): max relative diff {rel:.4f}, last step "
+              f"{abs(a[-1] - b[-1]) / abs(a[-1]):.4f}; fp32 {[round(x, 4) for x in a]} bf16 {[round(x, 4) for x in b]}")
+        fa, ba = results["pack-fp32"]["after"], results["new"]["after"]
+        print(f"accuracy new vs pack-fp32 logprob_after (mean over the trained completions): {ba:.5f} vs {fa:.5f} "
+              f"(diff {ba - fa:+.5f}; before training {results['new']['before']:.5f})")
 
 
 if __name__ == "__main__":
