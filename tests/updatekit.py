@@ -69,7 +69,8 @@ def add_trials(ctx: WorkspaceContext, trials: list[T], job_id: str = "job-upd-1"
         rec.write(d / "trajectory.json")
         rows.append(TrialRow(
             id=tid, job_id=job_id, task_name=t.task, task_digest=t.task_digest or f"digest-{t.task}",
-            generation=t.generation, agent=t.agent, attempt=t.attempt, status="done", reward=t.reward, passed=(t.reward or 0) >= 1,
+            generation=t.generation, agent=t.agent, attempt=t.attempt, status="done", reward=t.reward,
+            passed=(t.reward or 0) >= 1,
             error_type=t.error_type, harness_config_digest=digest, trial_dir=str(d), split=t.split,
             integrity=t.integrity, tampered_paths_json=__import__("json").dumps(t.tampered), turns=2,
         ))

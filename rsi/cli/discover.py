@@ -69,6 +69,13 @@ def discover(
     ] = None,
     attempts: Annotated[int | None, typer.Option(
         "--attempts", "-k", help="Probe attempts per valid candidate (default: the contract's).")] = None,
+    probe_per_template: Annotated[int | None, typer.Option(
+        "--probe-per-template", help="Probe at most this many valid train candidates of one template; the others "
+                                     "of it take their probed siblings' pooled rate for the band (default: probe "
+                                     "every candidate).")] = None,
+    train_templates: Annotated[bool, typer.Option(
+        "--train-templates", help="Aim the N candidates at the train templates in turn (spread evenly, train "
+                                  "phrasings) instead of drawing templates at random.")] = False,
     difficulty: Annotated[int | None, typer.Option(
         "--difficulty", help="Difficulty level for procedural generators (default: each family's curriculum level).")
     ] = None,
@@ -124,7 +131,8 @@ def discover(
                                       generation=gen, band=bnd, attempts=attempts, budget=budget, resume=resume,
                                       holdout_only=holdout_only, part=part,  # type: ignore[arg-type]
                                       difficulty=difficulty, levels=list(level or []),
-                                      seed=seed, concurrency=concurrency)
+                                      seed=seed, concurrency=concurrency, probe_per_template=probe_per_template,
+                                      train_templates=train_templates)
                 out = run_discover(wctx, req, hooks)
     if reprobe:
         _render_reprobe(rep, json_out)

@@ -58,11 +58,17 @@ def expand(
                                          "model call). 0: none.")] = 1,
     hints: Annotated[str, typer.Option("--hints", help="The hint ladder for train tasks the baseline failed: the "
                                        "model's own rollouts with 1: the commands the reference uses, 2: its first "
-                                       "command, 3: the whole reference; comma-separated, e.g. 1,2,3 (default: none: the "
-                                       "config search gets those model trials).")] = "",
+                                       "command, 3: the whole reference; comma-separated, e.g. 1,2,3 (default: "
+                                       "none: the config search gets those model trials).")] = "",
     hint_attempts: Annotated[int, typer.Option("--hint-attempts", help="Hinted rollouts per task and level.")] = 1,
     hint_tasks: Annotated[int | None, typer.Option("--hint-tasks", help="At most this many failed tasks climb the "
                                                    "hint ladder (default: all).")] = None,
+    baseline_per_template: Annotated[int | None, typer.Option(
+        "--baseline-per-template", help="Run the baseline, its attribution and the search on at most this many "
+        "train tasks per template (those already run first); replays still cover every task (default: all).")] = None,
+    search: Annotated[bool, typer.Option(
+        "--search/--no-search", help="Search harness-config candidates with what the baseline, attribution and "
+                                     "sources leave (--no-search: none).")] = True,
     concurrency: Annotated[int, typer.Option("--concurrency", "-n")] = 2,
     candidate: Annotated[list[str] | None, typer.Option(
         "--candidate", "-c", help="A config patch to try as well (repeatable): a YAML file or inline YAML of dotted "
@@ -86,7 +92,8 @@ def expand(
         req = ExpandRequest(budget=budget, unit=unit, generation=gen, tasks=tasks, strategy=strategy, seed=seed,
                             attempts=attempts, proposals=proposals, concurrency=concurrency, resume=resume,
                             candidates=list(candidate or []), fewshot=0 if no_fewshot else fewshot,
-                            explore=explore, sources=sources)
+                            explore=explore, sources=sources, baseline_per_template=baseline_per_template,
+                            search=search)
         with progress(as_json) as p:
             out = run_expand(wctx, req, _Hooks(p, as_json))
         if as_json:

@@ -237,8 +237,11 @@ def group_advantages(rewards: list[float], *, normalize_std: bool) -> list[float
 
 
 def select(
-    records: list[TrialRecord], contract: Contract, *, normalize_std: bool = False
+    records: list[TrialRecord], contract: Contract, *, normalize_std: bool = False,
+    never_validation: frozenset[str] = frozenset(),
 ) -> Selection:
+    """`never_validation`: templates the validation slice may not take (the in-skill holdout's: a template whose
+    held-out phrasing the promote gate measures must be trained on, or the gate measures transfer instead)."""
     sel = Selection()
     order = sorted(records, key=lambda r: (r.task_name, r.task_digest, r.generation or "", r.attempt, r.trial_id))
     for r in order:
@@ -282,7 +285,7 @@ def select(
             else:
                 kept.append(r)
         sel.accepted += [k.trial_id for k in kept]
-    _hold_out_validation(sel, contract.training.validation_fraction)
+    _hold_out_validation(sel, contract.training.validation_fraction, never_validation)
     _cap_templates(sel, contract.training.per_template_cap)
     return sel
 
@@ -297,7 +300,7 @@ def in_validation(key: str, fraction: float) -> bool:
     return int(digest_obj(["validation", key])[:8], 16) / 16**8 < fraction
 
 
-def _hold_out_validation(sel: Selection, fraction: float) -> None:
+def _hold_out_validation(sel: Selection, fraction: float, never: frozenset[str] = frozenset()) -> None:
     """Move the validation templates' trajectories out of training: accepted ones are measured, others dropped.
     No slice when no template with an accepted trajectory falls in it, or when it would leave none to train on."""
     if fraction <= 0:
@@ -305,7 +308,7 @@ def _hold_out_validation(sel: Selection, fraction: float) -> None:
         return
     accepted = set(sel.accepted)
     units = sorted({r.unit for r in sel.usable if r.trial_id in accepted})
-    chosen = [u for u in units if in_validation(u, fraction)]
+    chosen = [u for u in units if in_validation(u, fraction) and u not in never]
     if not chosen:
         sel.validation_note = f"none of the {len(units)} template(s) with an accepted trajectory is in the slice"
         return

@@ -12,10 +12,10 @@ import pytest
 from rsi.core.contract import Contract
 from rsi.core.leakage import SampleFacts, SealedFacts, command_ngrams, find_leaks, overlap
 from rsi.core.training import TrialRecord, select
-from rsi.store.files import load_task
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.update.leakage import LeakageRefused
 from rsi.loop.update.phase import UpdateRequest, run_update
+from rsi.store.files import load_task
 from tests.taskgen import make_task
 from tests.updatekit import T, add_trials, workspace
 

@@ -89,7 +89,8 @@ def test_template_has_four_or_more_phrasings_drawn_by_the_seed(family: str, temp
     assert len({_shape(text) for text in seen.values()}) == count
     # and not by one swapped word: any two differ in 6 or more words (as sets, names blanked)
     words = {i: set(re.findall(r"[a-z]+", _shape(t).lower())) for i, t in seen.items()}
-    close = [(i, j, sorted(words[i] ^ words[j])) for i in words for j in words if i < j and len(words[i] ^ words[j]) < 6]
+    close = [(i, j, sorted(words[i] ^ words[j])) for i in words for j in words
+             if i < j and len(words[i] ^ words[j]) < 6]
     assert not close, (family, template.id, close)
 
 

@@ -2,41 +2,52 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+from rsi.core.replay import HINT_LEVELS
 from rsi.loop.cycle.phase import CycleRequest
+from rsi.loop.expand.sources import SourcesPlan
 
-# Discover draws from all seven procedural families at levels 1 and 2 (67 templates, each worded 4+ ways). The
-# contract splits by template and by phrasing: about 20 % of the templates are never trained on (the unseen part:
-# transfer) and the last phrasing of every other template is never trained on (the in-skill part: the skill in new
-# words). The holdout is topped up to DEMO_HOLDOUT_TEMPLATES unseen templates and DEMO_IN_SKILL_TEMPLATES train
-# templates in held-out phrasings, of every family (those it lacks first). Train candidates come from the bundled
-# model's reach: the requests take level 1 twice before level 2 (a level-2 task of any family, and a level-1 task
-# outside `files` and `text`, it practically never solves, so it yields nothing to learn from), and `files` and
-# `text` twice in each round of the families. Probes and baseline attempts are several per task, so the tasks
-# it sometimes solves yield accepted trajectories and groups with reward variance.
 DEMO_FAMILIES = ("files", "text", "data", "logs", "pyfix", "pipeline", "shell")
-DEMO_GENERATORS = ("files", "text", "data", "logs", "files", "text", "pyfix", "pipeline", "shell")  # in turn
-DEMO_LEVELS = (1, 1, 2)  # in turn: level 1 twice, then level 2
-DEMO_TRAIN = {"steps": 48, "batch_size": 4, "max_seq_len": 1024}
-DEMO_IN_TEMPLATE = 1  # promote's trials per train task and generation for the in-template rate (not gated)
+DEMO_GENERATORS = DEMO_FAMILIES
+DEMO_LEVELS = (1, 2)
+# Enough to learn from (issue 36): the bundled 135M model passes ~5 % of level-1 tasks, so its own rollouts alone
+# give a handful of samples. Every admitted train task's reference is replayed through the production harness
+# (an `oracle` sample: cheap, no model call), the model retries a few failed tasks with a hint (STaR), and the
+# update trains on the mixture. Discover aims its candidates at the train templates in turn (about 4 instances
+# of each of ~50 templates) and probes one per template (the others take its band); expand's baseline runs on that
+# one per template (reusing the probe) and no config search runs, so the model's trials go to the hints and to
+# promote. The LoRA covers every linear layer (attention and MLP), about two epochs over the samples.
+DEMO_TRAIN_TASKS = 200  # train candidates discover aims at the train templates
+DEMO_TRAIN = {"steps": 56, "batch_size": 8, "max_seq_len": 1024,
+              "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
+DEMO_HINT_TASKS = 12  # failed train tasks that climb the hint ladder (1: tools, 2: first command, 3: reference)
+DEMO_IN_TEMPLATE = 1  # promote's trials per train task and generation for the in-template rate (not gated) ...
+DEMO_IN_TEMPLATE_TASKS = 16  # ... on at most this many train tasks, one per template first
+DEMO_LOOKS = 2  # promote measures in two rounds and stops after the first when the answer is clear
 DEMO_HOLDOUT_TEMPLATES = 8  # unseen templates; with 5 (the clustered test's minimum) every one must improve
 DEMO_IN_SKILL_TEMPLATES = 8  # train templates in held-out phrasings: the in-skill part
+DEMO_BUDGET = 1800  # trials: discover ~1250 (gate ~5.5 per candidate), expand ~300, promote ~230
 
 
 def demo_request(budget: float) -> CycleRequest:
-    # the demo's workspace starts empty, so discover gets more than the default share: train tasks and the
+    # the demo's workspace starts empty, so discover gets most of what promote leaves: train tasks and the
     # holdout split the paired test needs both come from it (one holdout task per template it tops up)
-    return CycleRequest(budget=budget, discover_share=0.65, holdout_target=DEMO_HOLDOUT_TEMPLATES,
-                        in_skill_target=DEMO_IN_SKILL_TEMPLATES, n=12,
-                        generators=list(DEMO_GENERATORS), levels=list(DEMO_LEVELS), attempts=2, expand_attempts=4,
-                        proposals=1, round_size=4, steps=DEMO_TRAIN["steps"], concurrency=2)
+    return CycleRequest(budget=budget, discover_share=0.8, holdout_target=DEMO_HOLDOUT_TEMPLATES,
+                        in_skill_target=DEMO_IN_SKILL_TEMPLATES, n=DEMO_TRAIN_TASKS, train_templates=True,
+                        probe_per_template=1, baseline_per_template=1, search=False, fewshot=0,
+                        sources=SourcesPlan(replays=1, hints=HINT_LEVELS, hint_attempts=1,
+                                            hint_tasks=DEMO_HINT_TASKS),
+                        generators=list(DEMO_GENERATORS), levels=list(DEMO_LEVELS), attempts=1, expand_attempts=1,
+                        proposals=0, round_size=4, steps=int(DEMO_TRAIN["steps"]), concurrency=3)  # type: ignore[call-overload]
 
 
 def demo_settings(root: Path) -> None:
     """The demo's training numbers in the workspace's rsi.yaml (where `rsi update` reads them), and its
-    contract asks promote for the in-template rate (DEMO_IN_TEMPLATE trials per train task and generation),
-    so one run reports the template-disjoint holdout, the suite and in-template side by side."""
+    contract's promotion asks for the in-template rate (DEMO_IN_TEMPLATE trials on DEMO_IN_TEMPLATE_TASKS train
+    tasks per generation) and measures in DEMO_LOOKS rounds, so one run reports both holdout parts, the suite and
+    in-template side by side and stops early when the answer is clear."""
     import yaml
 
     from rsi.store.files import write_atomic
@@ -48,9 +59,12 @@ def demo_settings(root: Path) -> None:
     write_atomic(path, yaml.safe_dump(data, sort_keys=False))
     contract = root / str(data["contract"])
     text = contract.read_text()
-    key = "in_template_trials_per_task: 0"
-    if key in text:  # the shipped contract's line, comments kept
-        write_atomic(contract, text.replace(key, f"in_template_trials_per_task: {DEMO_IN_TEMPLATE}"))
+    for key, value in (("in_template_trials_per_task", DEMO_IN_TEMPLATE),
+                       ("in_template_max_tasks", DEMO_IN_TEMPLATE_TASKS), ("looks", DEMO_LOOKS)):
+        text, n = re.subn(rf"^(  {key}:) \S+", rf"\1 {value}", text, count=1, flags=re.MULTILINE)
+        if not n:
+            raise ValueError(f"{contract}: promotion.{key} not found to set for the demo")
+    write_atomic(contract, text)
 
 
 # `rsi demo --mol`: four adapters on the frozen base. L0 chats and routes; files-like work shares one
@@ -85,6 +99,6 @@ def demo_mol_settings(root: Path) -> str:
         ctx.store.close()
 
 
-__all__ = ["DEMO_FAMILIES", "DEMO_MOL_DOMAINS", "demo_mol_settings",
+__all__ = ["DEMO_BUDGET", "DEMO_FAMILIES", "DEMO_MOL_DOMAINS", "demo_mol_settings",
            "DEMO_GENERATORS", "DEMO_HOLDOUT_TEMPLATES", "DEMO_IN_SKILL_TEMPLATES", "DEMO_IN_TEMPLATE", "DEMO_LEVELS",
            "DEMO_TRAIN", "demo_request", "demo_settings"]

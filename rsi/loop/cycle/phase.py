@@ -28,16 +28,25 @@ from typing import Any
 
 from rsi.core.errors import ConfigError, InputError
 from rsi.core.promotion import unit_word
+from rsi.core.replay import HINT_LEVELS
 from rsi.core.task import HoldoutPart
 from rsi.exec.trial import TrialEnv
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.cycle.split import DISCOVER_SHARE, holdout_deficits, holdout_goal, holdout_part_units, plan_split
+from rsi.loop.cycle.split import (
+    DISCOVER_SHARE,
+    holdout_deficits,
+    holdout_goal,
+    holdout_part_units,
+    in_template_count,
+    plan_split,
+)
 from rsi.loop.discover.generators import GENERATORS, load_generators
 from rsi.loop.discover.phase import DiscoverRequest, discover, next_seed
 from rsi.loop.expand.candidates import Reflector
 from rsi.loop.expand.phase import ExpandRequest, expand
+from rsi.loop.expand.sources import SourcesPlan
 from rsi.loop.hooks import CycleHooks, DiscoverHooks, ExpandHooks, Progress
-from rsi.loop.promote.phase import PromoteRequest, holdout_tasks, promote, train_tasks
+from rsi.loop.promote.phase import PromoteRequest, holdout_tasks, promote
 from rsi.loop.run import new_job_id
 from rsi.loop.suites import suite_tasks
 from rsi.loop.update.phase import UpdateFailed, UpdateRequest, run_update
@@ -60,6 +69,8 @@ class CycleRequest:
     # discover
     n: int = 6
     attempts: int | None = None  # probe attempts (default: the contract's)
+    probe_per_template: int | None = None  # probe at most this many train candidates per template (None: all)
+    train_templates: bool = False  # aim discover's candidates at the train templates in turn
     generators: list[str] = field(default_factory=list)
     levels: list[int] = field(default_factory=list)  # discover's levels, in turn (default: each family's curriculum)
     seed: int | None = None  # default: above every earlier discover / cycle seed here, so each draws new candidates
@@ -68,6 +79,11 @@ class CycleRequest:
     proposals: int = 1
     round_size: int = 4
     reflector: Reflector | None = None
+    # expand's training-data sources: an oracle replay of every train task and the hint ladder on failed ones
+    sources: SourcesPlan = field(default_factory=lambda: SourcesPlan(replays=1, hints=HINT_LEVELS))
+    fewshot: int | None = None  # few-shot demonstrations per candidate (None: expand's default)
+    baseline_per_template: int | None = None  # expand's baseline on at most this many tasks per template
+    search: bool = True  # expand's config search
     # update
     backend: str = "local"
     command: str | None = None
@@ -171,7 +187,9 @@ class _Cycle:
             dreq = DiscoverRequest(resume=resume, concurrency=r.concurrency, budget=budget - reserve) if resume \
                 else DiscoverRequest(n=r.n, generators=list(r.generators), generation=self.gen, attempts=r.attempts,
                                      budget=budget - reserve, seed=self.seed, concurrency=r.concurrency,
-                                     probe_agent=r.probe_agent, levels=list(r.levels))
+                                     probe_agent=r.probe_agent, levels=list(r.levels),
+                                     probe_per_template=r.probe_per_template,
+                                     train_templates=r.train_templates)
             out = self._run_discover(dreq)
             admitted = [c for c in out.candidates if c.state == "admitted"]
             self.record("discover", job=out.job_id, candidates=len(out.candidates), admitted=len(admitted),
@@ -269,7 +287,9 @@ class _Cycle:
             self.replan_promote()
         # a resumed expand runs with its own job's settings: the cycle's (perhaps other) options are not passed
         settings = {} if resume else {"generation": self.gen, "attempts": r.expand_attempts,
-                                      "proposals": r.proposals, "seed": self.seed}
+                                      "proposals": r.proposals, "seed": self.seed, "sources": r.sources,
+                                      "baseline_per_template": r.baseline_per_template, "search": r.search,
+                                      **({"fewshot": r.fewshot} if r.fewshot is not None else {})}
         ereq = ExpandRequest(budget=self.split["expand"], resume=resume, concurrency=r.concurrency,
                              round_size=r.round_size, reflector=r.reflector, provider=r.provider,
                              trial_env_hook=r.trial_env_hook, **settings)  # type: ignore[arg-type]
@@ -296,7 +316,7 @@ class _Cycle:
         except InputError:
             suite = 0  # promote names the missing suite
         need = float(2 * promo.trials_per_task * len(holdout_tasks(self.ctx)) + 2 * promo.suite_trials_per_task * suite
-                     + 2 * promo.in_template_trials_per_task * len(train_tasks(self.ctx)))
+                     + 2 * promo.in_template_trials_per_task * in_template_count(self.ctx))
         if need <= self.split["promote"]:
             return
         more = need - self.split["promote"]

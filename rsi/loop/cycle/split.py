@@ -16,6 +16,12 @@ DISCOVER_SHARE = 0.4  # of what promote leaves; expand gets the rest
 TOP_UP_SPARE = 1  # holdout candidates asked beyond the paired test's minimum when topping the split up
 
 
+def in_template_count(ctx: WorkspaceContext) -> int:
+    """How many train tasks promote measures the in-template rate on (the contract's cap, else all)."""
+    n, cap = len(train_tasks(ctx)), ctx.contract.promotion.in_template_max_tasks
+    return min(n, cap) if cap > 0 else n
+
+
 def holdout_goal(ctx: WorkspaceContext, target: int | None) -> int:
     """How many holdout units (templates) the cycle's discover tops the split up to: `target`, at least the
     paired test's minimum (below it promote cannot pass); by default that minimum plus one spare."""
@@ -59,7 +65,7 @@ def plan_split(ctx: WorkspaceContext, budget: float, discover_share: float = DIS
     except InputError:
         suite = 0  # promote names the missing suite
     prom = float(2 * p.trials_per_task * holdout + 2 * p.suite_trials_per_task * suite
-                 + 2 * p.in_template_trials_per_task * len(train_tasks(ctx)))
+                 + 2 * p.in_template_trials_per_task * in_template_count(ctx))
     rest = budget - prom
     if rest < 2:
         raise InputError("--budget", None, f"{budget:g} trials cannot cover promote's {prom:g} (2 generations x "
@@ -71,4 +77,4 @@ def plan_split(ctx: WorkspaceContext, budget: float, discover_share: float = DIS
 
 
 __all__ = ["DISCOVER_SHARE", "TOP_UP_SPARE", "holdout_deficits", "holdout_goal", "holdout_part_units",
-           "plan_split"]
+           "in_template_count", "plan_split"]

@@ -46,8 +46,16 @@ from rsi.core.task import HoldoutPart, Task
 from rsi.loop.arms import ArmPlan, resolve_arms
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.discover.generators import GENERATORS, GeneratorError, GenRequest, PoolTask, Proposer, load_generators
-from rsi.loop.discover.requests import holdout_requests, plain_requests
-from rsi.loop.discover.stages import admit, awaits_probe, evaluate_controls, evaluate_oracle, evaluate_probe
+from rsi.loop.discover.requests import holdout_requests, plain_requests, train_template_requests
+from rsi.loop.discover.stages import (
+    admit,
+    awaits_probe,
+    evaluate_by_template,
+    evaluate_controls,
+    evaluate_oracle,
+    evaluate_probe,
+    split_by_template,
+)
 from rsi.loop.hooks import DiscoverHooks
 from rsi.loop.run import new_job_id
 from rsi.loop.stages import ChildJobs, Stage
@@ -78,6 +86,13 @@ class DiscoverRequest:
     concurrency: int = 2
     # Who attempts valid candidates: the generation's harness (a scripted agent in unit tests).
     probe_agent: str = "harness"
+    # At most this many valid train candidates of one template are probed per job; the others of that template
+    # are placed in the band by their probed siblings' pooled rate (the model's reach is a property of the
+    # template far more than of its names and data). None: every candidate is probed.
+    probe_per_template: int | None = None
+    # aim the requests at the train templates in turn (n candidates spread evenly over them, train phrasings)
+    # instead of drawing templates at random, so none is spent on a template the split holds out
+    train_templates: bool = False
 
 
 @dataclass
@@ -94,7 +109,7 @@ MAX_KNOWN_WRONG = 3  # the budget check assumes this many known-wrong answers of
 
 # The settings a discover job is planned with; a resume may not change them (only --budget, -n).
 SETTINGS = ("n", "generators", "families", "generation", "band", "attempts", "holdout_only", "part", "difficulty",
-            "levels", "seed", "probe_agent")
+            "levels", "seed", "probe_agent", "probe_per_template", "train_templates")
 
 
 def _settings(req: DiscoverRequest) -> dict[str, Any]:
@@ -102,7 +117,8 @@ def _settings(req: DiscoverRequest) -> dict[str, Any]:
     asked = {"n": req.n, "generators": req.generators, "families": req.families, "generation": req.generation,
              "band": list(req.band) if req.band else None, "attempts": req.attempts,
              "holdout_only": req.holdout_only, "part": req.part, "difficulty": req.difficulty, "levels": req.levels,
-             "seed": req.seed, "probe_agent": req.probe_agent}
+             "seed": req.seed, "probe_agent": req.probe_agent, "probe_per_template": req.probe_per_template,
+             "train_templates": req.train_templates}
     defaults = DiscoverRequest()
     return {k: v for k, v in asked.items() if v not in (None, [], False) and v != getattr(defaults, k, None)}
 
@@ -207,7 +223,8 @@ def discover(ctx: WorkspaceContext, req: DiscoverRequest, hooks: DiscoverHooks |
                       f"(oracle {plan['oracle']}, nop + known-wrong {plan['controls']}, probe {plan['probe']})"
                       + (f"; budget {req.budget:g} trials" if req.budget is not None else ""))
 
-        stop = _gate_and_probe(ctx, job_id, runner, gen.id, probe_arms, band, attempts) or capped
+        stop = _gate_and_probe(ctx, job_id, runner, gen.id, probe_arms, band, attempts,
+                               req.probe_per_template) or capped
         # Every candidate whose probe is complete is admitted, also when the job stops early (a budget,
         # an infra failure): its evidence is whole; the undecided ones wait for --resume.
         admit(ctx, job_id)
@@ -301,6 +318,10 @@ def _generate(ctx: WorkspaceContext, job_id: str, req: DiscoverRequest, gens: li
     planned = sum(_cost(c, fixed, probes) for c in rows if c.state != "rejected")
     unit, held = contract.promotion.holdout_unit, contract.promotion.holdout_phrasings
     requests = plain_requests(req, gens, levels, contract.discovery.max_difficulty, held)
+    if req.train_templates and not req.holdout_only:
+        aimed_train = train_template_requests(req, gens, levels, contract.discovery.max_difficulty, unit,
+                                              contract.promotion.holdout_fraction, held)
+        requests = requests if aimed_train is None else aimed_train
     if req.holdout_only:
         # what the part had before this job (its own admissions left out, so a resume asks the same)
         mine = {r.digest for r in store.task_rows() if r.discover_job == job_id}
@@ -425,7 +446,8 @@ def _wrong_names(stage: Path) -> list[str]:
 
 
 def _gate_and_probe(ctx: WorkspaceContext, job_id: str, runner: ChildJobs, gen_id: str,
-                    probe_arms: list[ArmPlan], band: tuple[float, float], attempts: int) -> str | None:
+                    probe_arms: list[ArmPlan], band: tuple[float, float], attempts: int,
+                    per_template: int | None = None) -> str | None:
     """Run the oracle stage, the controls stage and the probe; return why it stopped, or None."""
     store, gen = ctx.store, ctx.generation(gen_id)
     oracle = ArmPlan(Arm(agent="oracle", generation=gen_id), gen)
@@ -456,12 +478,17 @@ def _gate_and_probe(ctx: WorkspaceContext, job_id: str, runner: ChildJobs, gen_i
             return res.stop
 
     valid = [c for c in store.candidates(job_id, "valid") if awaits_probe(c)]
-    if valid:
-        cells = [(c.name, probe_arms[0].arm.id, attempts) for c in valid]
-        res = runner.run(Stage(_stage_key(runner, "probe", valid), probe_arms, cells, _dirs(valid)))
-        evaluate_probe(ctx, job_id, valid, res, band)
+    probed, by_sibling = split_by_template(valid, per_template)
+    if probed:
+        cells = [(c.name, probe_arms[0].arm.id, attempts) for c in probed]
+        res = runner.run(Stage(_stage_key(runner, "probe", probed), probe_arms, cells, _dirs(probed)))
+        evaluate_probe(ctx, job_id, probed, res, band)
         if res.stop:
             return res.stop
+    if by_sibling:  # the template's probed candidates (this job's, any round) stand for the rest of it
+        trials = [t for j in runner.children() if j.params.get("stage", "").startswith("probe")
+                  for t in ctx.store.trials(j.id)]
+        evaluate_by_template(ctx, job_id, by_sibling, trials, band)
     left = [c for c in store.candidates(job_id) if c.state in ("generated", "checked") or awaits_probe(c)]
     if left:
         return (f"{len(left)} candidate(s) still undecided after infra failures; "

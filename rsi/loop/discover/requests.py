@@ -107,6 +107,24 @@ def holdout_requests(req: Asked, gens: list[str], levels: dict[str, int], max_le
     return out
 
 
+def train_template_requests(req: Asked, gens: list[str], levels: dict[str, int], max_level: int, unit: HoldoutUnit,
+                            fraction: float, holdout_phrasings: int = 0) -> list[tuple[str, GenRequest]] | None:
+    """Requests aimed at the train templates in turn (families interleaved), each in a train phrasing: n
+    candidates spread evenly over every template the split trains on, none wasted on a held-out template. None
+    where there is nothing to aim at (the split is by task, or no procedural generator is asked for)."""
+    if unit == "task":
+        return None
+    options = _interleave(holdout_templates(req, gens, levels, max_level, unit, fraction, "in_skill"))
+    if not options:
+        return None
+    out = []
+    for i in range(req.n):
+        gname, lv, tid = options[i % len(options)]
+        out.append((gname, GenRequest(seed=seed_of(req, i), difficulty=lv, family=tid.split("/", 1)[0], template=tid,
+                                      phrasing_side="train", holdout_phrasings=holdout_phrasings)))
+    return out
+
+
 def _interleave(options: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
     """Families take turns (each family's templates in their own order), so a few requests span families."""
     by: dict[str, list[tuple[str, int, str]]] = {}
@@ -118,4 +136,4 @@ def _interleave(options: list[tuple[str, int, str]]) -> list[tuple[str, int, str
     return out
 
 
-__all__ = ["HOLDOUT_TRIES", "holdout_requests", "holdout_templates", "plain_requests"]
+__all__ = ["HOLDOUT_TRIES", "holdout_requests", "holdout_templates", "plain_requests", "train_template_requests"]

@@ -103,6 +103,63 @@ def evaluate_probe(ctx: WorkspaceContext, job_id: str, cands: list[CandidateRow]
             store.update_candidate(job_id, c.name, probe_pass_rate=rate, probe_trials=n)
 
 
+def candidate_template(c: CandidateRow) -> str:
+    """The template a staged candidate's task records (its own name when it records none)."""
+    import tomllib
+
+    try:
+        meta = tomllib.loads((Path(c.stage_dir) / "task" / "task.toml").read_text()).get("metadata", {})
+    except (OSError, ValueError):
+        return f"task:{c.name}"
+    return str(meta.get("rsi", {}).get("template") or f"task:{c.name}")
+
+
+def split_by_template(cands: list[CandidateRow], per_template: int | None
+                      ) -> tuple[list[CandidateRow], dict[str, list[CandidateRow]]]:
+    """(the candidates to probe: the first `per_template` of each template by name; the others by template).
+    None probes every candidate."""
+    if per_template is None:
+        return cands, {}
+    by: dict[str, list[CandidateRow]] = {}
+    for c in sorted(cands, key=lambda c: c.name):
+        by.setdefault(candidate_template(c), []).append(c)
+    probe = [c for group in by.values() for c in group[:per_template]]
+    rest = {tpl: group[per_template:] for tpl, group in by.items() if group[per_template:]}
+    return probe, rest
+
+
+def evaluate_by_template(ctx: WorkspaceContext, job_id: str, rest: dict[str, list[CandidateRow]],
+                         trials: list[TrialRow], band: tuple[float, float]) -> None:
+    """Place each unprobed candidate in the band by the pooled probe rate of its template's probed candidates;
+    a template none of whose candidates finished its probe leaves its others undecided (a resume probes them)."""
+    store = ctx.store
+    names = {c.name: candidate_template(c) for c in store.candidates(job_id)}
+    pooled: dict[str, list[TrialRow]] = {}
+    for t in trials:
+        if t.task_name in names:
+            pooled.setdefault(names[t.task_name], []).append(t)
+    for tpl, cands in rest.items():
+        ts = pooled.get(tpl, [])
+        if not ts or _undecided(ts):
+            continue
+        rate, n = probe_rate(ts)
+        assert rate is not None
+        ids = [t.id for t in ts]
+        where = in_band(rate, band)
+        note = f"by template {tpl}: pass rate {rate:.2f} over {n} probe trial(s) of its probed candidates"
+        for c in cands:
+            if where == "in":
+                store.update_candidate(job_id, c.name, probe_pass_rate=rate, probe_trials=0, evidence=ids,
+                                       detail=note)
+            elif where == "above":
+                store.update_candidate(job_id, c.name, state="dropped", reason="above_band", probe_pass_rate=rate,
+                                       probe_trials=0, detail=note, evidence=ids)
+                _mark_task(ctx, c, "rejected", f"above_band: {note}")
+            else:
+                _reject(ctx, job_id, c, "below_band", note, ids)
+                store.update_candidate(job_id, c.name, probe_pass_rate=rate, probe_trials=0)
+
+
 def _reject(ctx: WorkspaceContext, job_id: str, c: CandidateRow, reason: str, detail: str, ids: list[str]) -> None:
     ctx.store.update_candidate(job_id, c.name, state="rejected", reason=reason, detail=detail[:2000], evidence=ids)
     _mark_task(ctx, c, "rejected", f"{reason}: {detail}"[:500])

@@ -21,7 +21,6 @@ from rsi.core.pareto import Outcome
 from rsi.core.trial import is_infra
 from rsi.loop.arms import ArmPlan
 from rsi.loop.context import WorkspaceContext
-from rsi.loop.expand.sources import sources_summary
 from rsi.loop.expand.evidence import BASELINE, Pool, read_book, search_outcome, verdicts
 from rsi.loop.stages import ChildJobs
 from rsi.store.files import write_atomic
@@ -260,8 +259,7 @@ def build_outcome(ctx: WorkspaceContext, job_id: str, gen: GenerationManifest, b
         best=_line(o, o.best, digest_of.get(o.best)), adopted=adopted, configs=configs, front=o.front,
         attribution=counts, budget=budget, trials=trials, wall_sec=round(wall, 1), interrupted=stop is not None,
         reason=stop, complete=complete, refused=refused, infra_trials=len(done) - trials,
-        integrity=integrity_counts(t.integrity for t in done if not is_infra(t.error_type)),
-        sources=sources_summary(ctx, gen.id, pool).as_json())
+        integrity=integrity_counts(t.integrity for t in done if not is_infra(t.error_type)))
 
 
 def minimum_budget(pre: Preflight) -> int:

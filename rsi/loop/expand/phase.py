@@ -57,7 +57,7 @@ from rsi.loop.expand.evidence import BASELINE, Pool, read_book, record_verdicts,
 from rsi.loop.expand.fewshot import DEFAULT_K, demo_tasks, fewshot_candidates
 from rsi.loop.expand.fewshot import ORIGIN as FEWSHOT_ORIGIN
 from rsi.loop.expand.outcome import ExpandOutcome, Preflight, build_outcome, preflight
-from rsi.loop.expand.sources import SourcesPlan, run_sources
+from rsi.loop.expand.sources import SourcesPlan, run_sources, sources_summary
 from rsi.loop.hooks import ExpandHooks
 from rsi.loop.run import new_job_id, tasks_fingerprint
 from rsi.loop.stages import ChildJobs, Stage, row_cost
@@ -84,6 +84,10 @@ class ExpandRequest:
     explore: int = EXPLORE_ATTEMPTS  # attempts exploration gives one (candidate, unsolved task) at most
     # training-data sources run after the baseline (rsi.loop.expand.sources): replays and the hint ladder
     sources: SourcesPlan = field(default_factory=SourcesPlan)
+    # the baseline, its attribution and the search run on at most this many train tasks per template (those the
+    # generation already ran first, e.g. discover's probes); the sources cover every train task. None: all.
+    baseline_per_template: int | None = None
+    search: bool = True  # False: no config search (baseline, attribution and the sources only)
     candidates: list[str] = field(default_factory=list)  # --candidate: YAML patch files or inline patches
     reflector: Reflector | None = None  # default: the generation's model (None + proposals=0: none)
     provider: SandboxProvider | None = None  # tests inject a fake
@@ -106,6 +110,7 @@ class _Run:
     plans: dict[str, ArmPlan] = field(default_factory=dict)
     searched_out: bool = False  # the search (not the baseline or attribution) spent the budget
     manual: list[dict[str, Any]] = field(default_factory=list)  # the checked --candidate patches
+    everything: Pool | None = None  # every train task (the sources' pool; `pool` may be a sample of it)
 
 
 def pool_tasks(ctx: WorkspaceContext, glob: str | None) -> list[Task]:
@@ -117,12 +122,29 @@ def pool_tasks(ctx: WorkspaceContext, glob: str | None) -> list[Task]:
     return tasks
 
 
+def sample_per_template(ctx: WorkspaceContext, gen_id: str, config_digest: str, tasks: list[Task],
+                        k: int | None) -> list[Task]:
+    """At most `k` tasks per template (None: all): those with finished trials of this generation and config first
+    (discover's probes: reused, so free), then by name."""
+    if k is None:
+        return tasks
+    ran = {r.task_digest for r in ctx.store.outcomes("expand", generation=gen_id, agent="harness",
+                                                      task_digests=[t.digest for t in tasks])
+           if r.harness_config_digest == config_digest}
+    by: dict[str, list[Task]] = {}
+    for t in sorted(tasks, key=lambda t: (t.digest not in ran, t.name)):
+        by.setdefault(t.spec.metadata.rsi.template or t.name, []).append(t)
+    keep = {t.name for group in by.values() for t in group[:k]}
+    return [t for t in tasks if t.name in keep]
+
+
 def _params(req: ExpandRequest, gen: str, tasks: list[Task], base_digest: str,
             manual: list[dict[str, Any]]) -> dict[str, Any]:
     return {"generation": gen, "tasks": req.tasks, "tasks_fingerprint": tasks_fingerprint(tasks),
             "strategy": req.strategy, "seed": req.seed, "attempts": req.attempts, "unit": req.unit,
             "proposals": req.proposals, "config_digest": base_digest, "round_size": req.round_size,
             "candidates": manual, "fewshot": req.fewshot, "explore": req.explore,
+            "baseline_per_template": req.baseline_per_template, "search": req.search,
             "sources": {"replays": req.sources.replays, "hints": list(req.sources.hints),
                         "hint_attempts": req.sources.hint_attempts, "hint_tasks": req.sources.hint_tasks}}
 
@@ -146,6 +168,8 @@ def _check(req: ExpandRequest) -> None:
         raise InputError("--fewshot", None, "must be 0 or more")
     if req.explore < 1:
         raise InputError("--explore", None, "must be at least 1")
+    if req.baseline_per_template is not None and req.baseline_per_template < 1:
+        raise InputError("--baseline-per-template", None, "must be at least 1")
     for why in req.sources.check():
         flag, _, msg = why.partition(": ")
         raise InputError(flag, None, msg)
@@ -176,6 +200,8 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
         req = ExpandRequest(**{**req.__dict__, **{k: p[k] for k in ("tasks", "strategy", "seed", "attempts",
                                                                      "unit", "proposals", "round_size")},
                                "fewshot": p.get("fewshot", 0), "explore": p.get("explore", 1),
+                               "baseline_per_template": p.get("baseline_per_template"),
+                               "search": p.get("search", True),
                                "sources": SourcesPlan(replays=src["replays"], hints=tuple(src["hints"]),
                                                       hint_attempts=src.get("hint_attempts", 1),
                                                       hint_tasks=src.get("hint_tasks"))})
@@ -208,12 +234,14 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
     else:
         job_id = new_job_id().replace("job-", "exp-")
         limit = req.budget if req.budget is not None else 60.0
-    pool = Pool(tasks=tasks, base_digest=base.arm.config_digest)
+    everything = Pool(tasks=tasks, base_digest=base.arm.config_digest)  # the sources' pool
+    pool = Pool(tasks=sample_per_template(ctx, gen.id, base.arm.config_digest, tasks, req.baseline_per_template),
+                base_digest=base.arm.config_digest)
     spent = 0.0
     if req.resume:  # what the job's children recorded so far counts against the limit
         spent = sum(row_cost(req.unit, t) for j in store.child_jobs(job_id) for t in store.trials(j.id))
     pre = preflight(ctx, gen.id, pool, req.attempts, req.unit, limit, spent,
-                    searching=_searching(base.config, manual, req.proposals + req.fewshot))
+                    searching=req.search and _searching(base.config, manual, req.proposals + req.fewshot))
     hooks.message(pre.describe())
     if not req.resume and limit < pre.baseline_cost:
         raise InputError("--budget", None, f"{limit:g} {req.unit} cannot cover the baseline "
@@ -233,11 +261,12 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
                            progress_for=hooks.stage, resume_hint=f"resume with `rsi expand --resume {job_id}`",
                            provider=req.provider, trial_env_hook=req.trial_env_hook)
         run = _Run(ctx, job_id, req, gen.id, base, pool, runner, hooks, limit, pre.per_trial, pre.per_control,
-                   manual=manual)
+                   manual=manual, everything=everything)
         stop = _with_model(run)
         store.set_budget_figures(job_id, req.unit, limit, runner.spent_by_part())
         out = build_outcome(ctx, job_id, gen, base, pool, runner, pre, stop, time.monotonic() - t0,
                             complete=stop is None or run.searched_out)
+        out.sources = sources_summary(ctx, gen.id, everything).as_json()
         if stop is None or run.searched_out:  # a search that spent the budget is done (`--resume` adds more)
             store.finish_job(job_id, "done")
         else:
@@ -299,10 +328,14 @@ def _steps(run: _Run) -> str | None:
     if res.stop:
         return res.stop
     # 3b. training-data sources: oracle replays of every train task, the hint ladder on the failed ones
-    stop = run_sources(ctx, gen_id, run.base, pool, run.runner, req.sources, [t.name for t in failed],
-                       _control_cap(run))
+    sampled = {t.name for t in pool.tasks}
+    every = run.everything or pool
+    # the hint ladder climbs from the baseline's failures, then the tasks the baseline did not run
+    unmeasured = [t.name for t in every.tasks if t.name not in sampled]
+    stop = run_sources(ctx, gen_id, run.base, every, run.runner, req.sources,
+                       [t.name for t in failed] + unmeasured, _control_cap(run))
     _sync(run)
-    if stop:
+    if stop or not req.search:
         return stop
     # 4. candidates
     cfg = run.base.config
@@ -376,8 +409,8 @@ def _control_cap(run: _Run) -> int | None:
     """Controls may take half of what the baseline left, so the search is not starved (None: no cap,
     as when the unit is tokens, which controls do not spend, or when there is nothing to search)."""
     left = run.runner.remaining()
-    if left is None or run.req.unit == "tokens" or not _searching(run.base.config, run.manual,
-                                                                  run.req.proposals + run.req.fewshot):
+    if left is None or run.req.unit == "tokens" or not run.req.search or not _searching(
+            run.base.config, run.manual, run.req.proposals + run.req.fewshot):
         return None
     return max(0, int(left / 2 / max(run.per_control, 1e-9)))
 

@@ -87,6 +87,22 @@ class PromoteOutcome:
                 "wall_sec": round(self.wall_sec, 2), "verdict": self.verdict.as_json()}
 
 
+
+def spread(tasks: list[Task], cap: int) -> list[Task]:
+    """At most `cap` tasks (0: all), one per template in turn (templates and tasks in name order)."""
+    if cap <= 0 or len(tasks) <= cap:
+        return tasks
+    by_tpl: dict[str, list[Task]] = {}
+    for t in sorted(tasks, key=lambda t: t.name):
+        by_tpl.setdefault(t.spec.metadata.rsi.template or t.name, []).append(t)
+    queues = [by_tpl[k] for k in sorted(by_tpl)]
+    out: list[Task] = []
+    while len(out) < cap:
+        for q in queues:
+            if q and len(out) < cap:
+                out.append(q.pop(0))
+    return out
+
 def _major(version: str) -> int:
     return int(version.split(".")[0])
 
@@ -122,7 +138,8 @@ def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | Non
     held = {t.digest for t in tasks}
     suite = [t for t in suite_tasks(ctx) if t.digest not in held]
     seen = held | {t.digest for t in suite}
-    in_tpl = [t for t in train_tasks(ctx) if t.digest not in seen] if k_in else []
+    in_tpl = spread([t for t in train_tasks(ctx) if t.digest not in seen],
+                    promo.in_template_max_tasks) if k_in else []
     need = min_tasks(promo.alpha)
     majors_ok = _major(cand.contract) == _major(parent.contract) == contract.major
     if not majors_ok:

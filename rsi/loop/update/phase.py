@@ -38,10 +38,10 @@ from rsi.store.files import load_pool, write_yaml_model
 from rsi.train.backends import BACKENDS
 from rsi.train.base import Log, Progress, TrainError, TrainRequest, TrainResult
 from rsi.train.dataset import sample_counts, write_dataset
+from rsi.train.peft_dir import AdapterCheckError, AdapterInfo, check_peft_dir
 
 # the agents whose trials may train (DESIGN §12): the model's own rollouts, its hinted rollouts, oracle replays
 SOURCE_AGENTS = ("harness", "hinted", "oracle-replay")
-from rsi.train.peft_dir import AdapterCheckError, AdapterInfo, check_peft_dir
 
 
 class UpdateFailed(RsiError):
@@ -168,7 +168,10 @@ def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
     gate = ConfigGate(ctx, gen.id, cfg, cfg_digest)
     max_turns = min(cfg.loop.max_turns, contract.limits.max_turns)
     templates = task_templates(ctx)
-    phrasing_of = {t.digest: t.spec.metadata.rsi.phrasing for t in load_pool(ctx.ws.tasks_dir)}
+    pool = load_pool(ctx.ws.tasks_dir)
+    phrasing_of = {t.digest: t.spec.metadata.rsi.phrasing for t in pool}
+    in_skill_templates = frozenset(t.spec.metadata.rsi.template for t in pool if t.split == "holdout"
+                                   and t.spec.metadata.rsi.holdout_part == "in_skill" and t.spec.metadata.rsi.template)
 
     loaded: dict[str, LoadedTrial] = {}
     refusals: dict[str, str] = {}
@@ -201,7 +204,8 @@ def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
         detail = next(iter(refusals.values()), "no finished harness trials of this generation")
         raise ConfigError(f"rsi update: no trajectory of {gen.id} can train a candidate served with "
                           f"{cfg.name} ({cfg_digest[:12]}); {len(refusals)} refused, e.g. {detail}")
-    sel = select([t.record for t in loaded.values()], contract, normalize_std=settings.normalize_std)
+    sel = select([t.record for t in loaded.values()], contract, normalize_std=settings.normalize_std,
+                 never_validation=in_skill_templates)
     accepted, validation = set(sel.accepted), set(sel.validation)
     kept = [loaded[t] for t in sel.dataset_ids()]
     leakage = check_leakage(ctx, kept, cfg)  # refused (exit 2, samples named) before anything is written
