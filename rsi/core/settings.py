@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import ConfigDict, Field
 
 from rsi.core.model import RsiModel
@@ -53,6 +55,49 @@ class ExpandSettings(RsiModel):
     proposer: ProposerSettings | None = None
 
 
+class MlflowSettings(RsiModel):
+    """MLflow: `tracking_uri` as for `mlflow.set_tracking_uri` (an http:// server, a sqlite:/// store, a
+    file path); default: a SQLite store at .rsi/mlflow.db in the workspace, so `mlflow ui --backend-store-uri
+    sqlite:///.rsi/mlflow.db` shows it. Artifacts go where the store says (a local store: .rsi/mlartifacts)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tracking_uri: str | None = None
+    experiment: str = "rsi"
+
+
+class TensorBoardSettings(RsiModel):
+    """TensorBoard: event files under `log_dir` (relative to the workspace), one directory per run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    log_dir: str = ".rsi/tensorboard"
+
+
+class WandbSettings(RsiModel):
+    """Weights & Biases: `mode` offline unless the user asks for online (then WANDB_API_KEY or `wandb login`);
+    offline runs land in `dir` (relative to the workspace) for a later `wandb sync`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    project: str = "rsi"
+    entity: str | None = None
+    mode: Literal["offline", "online", "disabled"] = "offline"
+    dir: str = ".rsi/wandb"
+
+
+class TrackingSettings(RsiModel):
+    """Where a cycle's params, per-step metrics and artifacts go besides the store (DESIGN §13): `report_to`
+    names the trackers (mlflow, tensorboard, wandb; any subset); `--report-to` on a command overrides it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    report_to: list[str] = Field(default_factory=list)
+    mlflow: MlflowSettings = Field(default_factory=MlflowSettings)
+    tensorboard: TensorBoardSettings = Field(default_factory=TensorBoardSettings)
+    wandb: WandbSettings = Field(default_factory=WandbSettings)
+
+
 class WorkspaceSettings(RsiModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -65,3 +110,4 @@ class WorkspaceSettings(RsiModel):
     discover: DiscoverSettings = Field(default_factory=DiscoverSettings)
     expand: ExpandSettings = Field(default_factory=ExpandSettings)
     train: TrainSettings = Field(default_factory=TrainSettings)
+    tracking: TrackingSettings = Field(default_factory=TrackingSettings)
