@@ -3,7 +3,7 @@ subclasses them) without importing the executor, the sandbox provider or the sto
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rsi.core.arm import TrialSpec
@@ -52,6 +52,14 @@ class CycleHooks:
         return Progress()
 
     def train_step(self, step: int, total: int, loss: float) -> None: ...
+
+    # phase boundaries, for the trackers (rsi.track): the cycle job opened, a phase ended (its recorded info and
+    # its outcome object, None when it did not run here), the cycle ended (its CycleOutcome)
+    def cycle_started(self, job_id: str, generation: str, split: dict[str, float]) -> None: ...
+
+    def phase_done(self, name: str, info: dict[str, Any], result: Any) -> None: ...
+
+    def cycle_done(self, outcome: Any) -> None: ...
 
 
 __all__ = ["CycleHooks", "DiscoverHooks", "ExpandHooks", "Progress"]

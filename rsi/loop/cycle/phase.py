@@ -449,6 +449,7 @@ def cycle(ctx: WorkspaceContext, req: CycleRequest, hooks: CycleHooks | None = N
     hooks.message(f"cycle {job_id} on {gen}: budget {sum(split.values()):g} trials = discover {split['discover']:g}"
                   f" + expand {split['expand']:g} + promote {split['promote']:g} (update runs no trials)")
     run = _Cycle(ctx, req, hooks, job_id, gen, split)
+    hooks.cycle_started(job_id, gen, split)
     stopped: str | None = None
     try:
         for name in PHASES:
@@ -460,6 +461,7 @@ def cycle(ctx: WorkspaceContext, req: CycleRequest, hooks: CycleHooks | None = N
                 stopped = str(info.get("reason"))
                 break
             stopped = getattr(run, name)()
+            hooks.phase_done(name, run.phases().get(name, {}), run.results.get(name))
             if stopped:
                 break
     except KeyboardInterrupt:  # like a run job: Ctrl-C ends the cycle resumably, with an outcome to print
@@ -483,7 +485,9 @@ def cycle(ctx: WorkspaceContext, req: CycleRequest, hooks: CycleHooks | None = N
             store.release_driver()
     else:
         _end(store, job_id, f"{stopped}; resume with `rsi cycle --resume {job_id}`")
-    return CycleOutcome(job_id, gen, run.split, phases, cand, verdict, stopped, time.monotonic() - t0, run.results)
+    outcome = CycleOutcome(job_id, gen, run.split, phases, cand, verdict, stopped, time.monotonic() - t0, run.results)
+    hooks.cycle_done(outcome)
+    return outcome
 
 
 def _finished(ctx: WorkspaceContext, resume: str | None) -> CycleOutcome | None:
