@@ -18,9 +18,10 @@ DEMO_LEVELS = (1, 2)
 # update trains on the mixture. Discover aims its candidates at the train templates in turn (about 4 instances
 # of each of ~50 templates) and probes one per template (the others take its band); expand's baseline runs on that
 # one per template (reusing the probe) and no config search runs, so the model's trials go to the hints and to
-# promote. The LoRA covers every linear layer (attention and MLP), about two epochs over the samples.
+# promote. The LoRA covers every linear layer (attention and MLP); a step takes whole trajectories until it
+# holds `batch_size` turns (rsi.train.packing), so 200 steps of 8 turns are about two epochs of ~200 samples.
 DEMO_TRAIN_TASKS = 200  # train candidates discover aims at the train templates
-DEMO_TRAIN = {"steps": 56, "batch_size": 8, "max_seq_len": 1024,
+DEMO_TRAIN = {"steps": 200, "batch_size": 8, "max_seq_len": 1024,
               "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
 DEMO_HINT_TASKS = 12  # failed train tasks that climb the hint ladder (1: tools, 2: first command, 3: reference)
 DEMO_IN_TEMPLATE = 1  # promote's trials per train task and generation for the in-template rate (not gated) ...
@@ -40,7 +41,8 @@ def demo_request(budget: float) -> CycleRequest:
                         sources=SourcesPlan(replays=1, hints=HINT_LEVELS, hint_attempts=1,
                                             hint_tasks=DEMO_HINT_TASKS),
                         generators=list(DEMO_GENERATORS), levels=list(DEMO_LEVELS), attempts=1, expand_attempts=1,
-                        proposals=0, round_size=4, steps=int(DEMO_TRAIN["steps"]), concurrency=3)  # type: ignore[call-overload]
+                        # steps: rsi.yaml's train.steps (DEMO_TRAIN), so a resumed cycle trains the same
+                        proposals=0, round_size=4, steps=None, concurrency=3)
 
 
 def demo_settings(root: Path) -> None:
