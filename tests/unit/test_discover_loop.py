@@ -301,3 +301,50 @@ def test_kill_9_then_resume_records_every_candidate_and_trial_once(ws: Workspace
         if t.id in before:
             assert t.finished_at == before[t.id]
     assert ws.store.get_job(job.id).status == "done"
+
+
+class TemplatedGen(FakeGen):
+    """Valid candidates only, on two templates by seed parity (the probe-per-template test)."""
+
+    name = "templated"
+
+    def generate(self, req: GenRequest) -> TaskDraft:
+        d = super().generate(GenRequest(seed=req.seed - req.seed % 10, difficulty=req.difficulty))
+        return d.model_copy(update={"generator": self.name, "seed": req.seed,
+                                    "template": f"fake/{'even' if req.seed % 2 == 0 else 'odd'}",
+                                    "instruction": " ".join(random.Random(req.seed).sample(WORDS, 8))
+                                    + ": write ok to /app/out.txt."})
+
+
+def test_probe_per_template_probes_one_candidate_of_each_template_and_places_the_rest_by_it(
+        ws: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    GENERATORS.add("templated", TemplatedGen)
+    out = discover(ws, _req(n=6, generators=["templated"], probe_per_template=1, attempts=2, seed=100),
+                   provider=provider)
+    assert not out.interrupted, out.reason
+    admitted = [c for c in out.candidates if c.state == "admitted"]
+    assert len(admitted) == 6, [(c.name, c.state, c.reason) for c in out.candidates]
+    probed = [c for c in admitted if c.probe_trials == 2]
+    by_sibling = [c for c in admitted if c.probe_trials == 0]
+    assert len(probed) == 2 and len(by_sibling) == 4, "one probed candidate per template, two probe attempts each"
+    probe_tasks = {t.task_name for j in ws.store.child_jobs(out.job_id) if j.params.get("stage", "").startswith(
+        "probe") for t in ws.store.trials(j.id)}
+    assert probe_tasks == {c.name for c in probed}, "the model attempted only the probed candidates"
+    for c in by_sibling:
+        assert c.probe_pass_rate == 0.5 and "by template fake/" in (c.detail or "") and c.evidence
+
+
+def test_train_template_requests_spread_over_train_templates_only() -> None:
+    from rsi.core.discover import unit_split
+    from rsi.loop.discover.generators import load_generators
+    from rsi.loop.discover.requests import train_template_requests
+
+    load_generators()
+    gens = ["files", "text", "shell"]
+    reqs = train_template_requests(DiscoverRequest(n=60, levels=[1, 2], seed=5), gens, {}, 4, "template", 0.2, 1)
+    assert reqs is not None and len(reqs) == 60
+    tpls = [r.template for _g, r in reqs]
+    assert all(t is not None and unit_split("template", t, 0.2) == "train" for t in tpls), "no held-out template"
+    counts = {t: tpls.count(t) for t in set(tpls)}
+    assert max(counts.values()) - min(counts.values()) <= 1, "spread evenly"
+    assert all(r.phrasing_side == "train" for _g, r in reqs)

@@ -499,3 +499,30 @@ def test_explore_below_one_attempt_is_refused_and_the_job_keeps_its_setting(
     assert ctx.store.get_job(out.job_id).params["explore"] == 2
     with pytest.raises(ConfigError, match="explore"):  # a resume may not change how the search explores
         expand(ctx, _req(provider, resume=out.job_id, explore=1))
+
+
+def test_baseline_per_template_and_no_search_leave_the_sources_every_task(
+        ctx: WorkspaceContext, provider: FakeSandboxProvider, policy: tuple[Policy, str]) -> None:
+    from rsi.loop.expand.sources import SourcesPlan
+
+    for i in range(3):  # three instances of one template: the baseline needs one, the replays want all three
+        name = f"tw-{i}"
+        policy[0].rules[name] = None
+        toml = (f'version = "1.0"\n\n[task]\nname = "{name}"\n\n[metadata.rsi]\nfamily = "t"\ntemplate = "t/w"\n\n'
+                '[agent]\ntimeout_sec = 60\n\n[verifier]\ntimeout_sec = 60\n\n[environment]\ncpus = 1\n')
+        make_task(ctx.ws.tasks_dir, name, toml=toml)
+    out = expand(ctx, _req(provider, budget=60, baseline_per_template=1, search=False,
+                           sources=SourcesPlan(replays=1, hints=(3,), hint_tasks=2)))
+    assert not out.interrupted, out.reason
+    kids = {j.params.get("stage"): j for j in ctx.store.child_jobs(out.job_id)}
+    assert not any(str(k).startswith("search") for k in kids), "no config search"
+    base = {t.task_name for t in ctx.store.trials(kids["baseline"].id)}
+    assert len(base & {"tw-0", "tw-1", "tw-2"}) == 1 and out.tasks == len(RULES) + 1
+    replayed = {t.task_name for t in ctx.store.trials(kids["replays"].id)}
+    assert {"tw-0", "tw-1", "tw-2"} <= replayed and len(replayed) == len(RULES) + 3, "every train task replayed"
+    assert out.sources["replays"]["trials"] == len(RULES) + 3
+    hinted = ctx.store.trials(kids["hinted-3"].id)
+    assert len(hinted) == 2 and all(t.agent == "hinted" and t.variant == "hint-3" for t in hinted)
+    assert out.sources["hinted"]["hint-3"]["trials"] == 2
+    # neither source is the model's score: the baseline's rates count the harness arm alone
+    assert out.baseline.attempts == len(RULES) + 1
