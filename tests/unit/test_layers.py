@@ -1,6 +1,6 @@
 """House style rule 1: layers point inward. A module imports only from its own layer or below.
 
-cli -> loop/report/view -> exec -> harness/sandbox/models/train -> store -> core (view may import report)
+cli -> loop/report/view/track -> exec -> harness/sandbox/models/train -> store -> core (view may import report)
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ RANK = {
     "report": 5,
     "loop": 5,
     "view": 5,
+    "track": 5,  # trackers (MLflow, TensorBoard, W&B): fed plain data by the CLI at phase boundaries
     "cli": 6,
 }
 # report reads from loop's outputs and loop renders nothing, so they may not import each other
