@@ -86,10 +86,17 @@ def summary(out: CycleOutcome) -> Table:
                + (f" ({integrity_text(e['integrity'])})" if e.get("integrity") else "") + "; adopted "
                + (str(e.get("adopted")) if e.get("adopted_new") else "none (baseline stays)")) if e else "-")
     t.add_row("update", _fmt(u.get("run")), _fmt(u.get("status")), "0",
-              (f"{u.get('candidate')}: {u.get('accepted')} accepted trajectories, {u.get('steps')} steps"
+              (f"{u.get('candidate')}: {u.get('accepted')} accepted trajectories"
+               + (" (" + ", ".join(f"{k} {v}" for k, v in u["samples"].items()) + f"; {u.get('templates')} "
+                  "templates)" if u.get("samples") else "") + f", {u.get('steps')} steps"
                if u.get("candidate") else _fmt(u.get("reason"))) if u else "-")
     t.add_row("promote", _fmt(p.get("job")), _fmt(p.get("status")), f"{out.split['promote']:g}",
-              (f"holdout {_fmt(p.get('parent_rate'), True)} -> {_fmt(p.get('candidate_rate'), True)} "
+              ("".join(f"{PART_NAMES.get(x['part'], x['part'])} {_fmt(x['parent_rate'], True)} -> "
+                       f"{_fmt(x['candidate_rate'], True)} on {x['units']} template(s), p {_fmt(x['p_value'])}"
+                       + (f" (worse beyond the margin: p {_fmt(x['ni_p_value'])})" if x.get("ni_p_value") is not None
+                          else "") + "; " for x in p.get("parts") or [])
+               + (f"{p.get('rounds')} round(s), bound {_fmt(p.get('bound'))}; " if p.get("parts") else "")
+               + f"holdout {_fmt(p.get('parent_rate'), True)} -> {_fmt(p.get('candidate_rate'), True)} "
                + (f"on {p.get('holdout_units')} {p.get('unit')}(s) ({p.get('holdout_tasks')} tasks), "
                   f"p {_fmt(p.get('p_value'))} (per task {_fmt(p.get('task_p_value'))}): "
                   if p.get("unit") not in (None, "task") else
@@ -103,6 +110,9 @@ def summary(out: CycleOutcome) -> Table:
                   f"[red]rejected[/] ({', '.join(p.get('failing') or [])})")
                + (f"; {p['skipped']}" if p.get("skipped") else "")) if p else "-")
     return t
+
+
+PART_NAMES = {"in_skill": "in-skill", "unseen": "unseen-template"}
 
 
 def _run(wctx: Any, req: Any, json_out: bool, cycles: int = 1) -> CyclesOutcome:
@@ -121,13 +131,21 @@ def generations_table(res: CyclesOutcome) -> Table:
     def pair(x: tuple[float | None, float | None]) -> str:
         return f"{_fmt(x[0], True)} -> {_fmt(x[1], True)}"
 
+    def part(r: Any, name: str) -> str:
+        x = r.parts.get(name)
+        return f"{pair((x['parent_rate'], x['candidate_rate']))}, p {_fmt(x['p_value'])} ({x['units']})" if x \
+            else "-"
+
     t = Table(title="generations (each cycle: parent -> candidate)", title_justify="left")
-    for c in ("cycle", "parent -> candidate", "holdout (templates never trained on)", "suite (no generator)",
-              "in-template (train split)", "promote trials reused", "verdict"):
+    for c in ("cycle", "parent -> candidate", "samples by source", "in-skill holdout (new phrasings)",
+              "unseen-template holdout", "gated holdout", "suite (no generator)", "in-template (train split)",
+              "promote trials reused", "verdict"):
         t.add_column(c)
     for i, r in enumerate(res.rows, 1):
         t.add_row(str(i), f"{r.parent} -> {r.candidate or '-'}",
-                  f"{pair(r.holdout)}, p {_fmt(r.holdout_p)} ({r.holdout_units} units)",
+                  ", ".join(f"{k} {v}" for k, v in r.samples.items()) or "-",
+                  part(r, "in_skill"), part(r, "unseen"),
+                  f"{pair(r.holdout)}, p {_fmt(r.holdout_p)} ({r.holdout_units} units, {r.rounds} round(s))",
                   f"{pair(r.suite)}, p {_fmt(r.suite_p)}",
                   f"{pair(r.in_template_pair)}, p {_fmt(r.in_template_p)}" if r.in_template_pair[0] is not None
                   else f"{_fmt(r.in_template, True)} (parent, expand baseline)", str(r.reused),

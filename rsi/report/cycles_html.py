@@ -12,7 +12,7 @@ from typing import Any
 
 from rsi.report.diff_html import _svg
 
-SERIES = (("holdout", "holdout (templates never trained on)", "#2b6cb0"),
+SERIES = (("holdout", "gated holdout (in-skill where the holdout has parts)", "#2b6cb0"),
           ("suite", "suite (no generator wrote)", "#2f855a"),
           ("in_template", "in-template (train split)", "#a0aec0"))
 

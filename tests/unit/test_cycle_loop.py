@@ -100,6 +100,10 @@ def test_cycle_runs_every_phase_and_records_them(ctx: WorkspaceContext, provider
     assert ph["discover"]["admitted"] == 2
     assert out.candidate == ph["update"]["candidate"] == "gen-0001"
     assert out.verdict == "promoted" and ctx.store.get_generation("gen-0001").state.value == "promoted"
+    # the cycle replays every train task's reference (an `oracle` sample each) beside the model's own rollouts,
+    # and the record keeps samples per source and both holdout parts (a holdout naming no part is `unseen`)
+    assert ph["update"]["samples"].get("oracle", 0) >= 1 and "self" in ph["update"]["samples"], ph["update"]
+    assert [x["part"] for x in ph["promote"]["parts"]] == ["unseen"] and ph["promote"]["rounds"] >= 1
     # `rsi jobs list` shows the jobs a user started, with the trials under each (children, and a cycle's phases)
     from typer.testing import CliRunner
 
@@ -123,6 +127,7 @@ def test_cycle_runs_every_phase_and_records_them(ctx: WorkspaceContext, provider
     con.print(summary(out))
     text = con.export_text()
     assert all(ph[k]["job"] in text for k in ("discover", "expand", "promote")), text
+    assert "oracle" in text and "unseen-template" in text, "samples by source and the holdout part are shown"
     # expand's trials per integrity level (the starter-like tasks declare their reads)
     levels = ph["expand"]["integrity"]
     assert sum(levels.values()) == ph["expand"]["trials"] > 0 and levels["shared"] == 0

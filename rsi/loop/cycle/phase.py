@@ -347,8 +347,12 @@ class _Cycle:
             why = f"update made no candidate: backend {out.backend} exported a dataset only ({out.dataset['path']})"
             self.record("update", status="no_candidate", run=out.run_id, reason=why)
             return why
+        samples = out.selection.get("samples") or {}
         self.record("update", status="done", run=out.run_id, candidate=out.candidate,
-                    accepted=out.selection.get("accepted"), steps=out.training.get("steps"))
+                    accepted=out.selection.get("accepted"), steps=out.training.get("steps"),
+                    samples=samples.get("by_source", {}), templates=len(samples.get("by_template", {})),
+                    families=samples.get("by_family", {}),
+                    leakage=(out.selection.get("leakage") or {}).get("max_reference_overlap"))
         return None
 
     def promote(self) -> str | None:
@@ -385,7 +389,11 @@ class _Cycle:
                     in_template_tasks=v.in_template.tasks if v.in_template else 0,
                     in_template_parent_rate=v.in_template.parent if v.in_template else None,
                     in_template_candidate_rate=v.in_template.candidate if v.in_template else None,
-                    in_template_p_value=v.in_template.p_value if v.in_template else None)
+                    in_template_p_value=v.in_template.p_value if v.in_template else None,
+                    parts=[{"part": pr.part, "role": pr.role, "tasks": pr.tasks, "units": pr.units,
+                            "parent_rate": pr.parent, "candidate_rate": pr.candidate, "p_value": pr.p_value,
+                            "ni_p_value": pr.ni_p_value} for pr in v.parts],
+                    rounds=v.sequential.rounds_run if v.sequential else 1, bound=v.bound)
         return f"promote stopped: {out.interrupted}" if out.interrupted else None
 
 

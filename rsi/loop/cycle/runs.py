@@ -40,6 +40,10 @@ class GenerationRow:
     in_template_pair: tuple[float | None, float | None] = (None, None)
     in_template_p: float | None = None
     reused: int = 0  # promote trials reused from earlier measurements (the parent's, mostly)
+    # the holdout's parts (in_skill, unseen): part -> (parent, candidate, p, role)
+    parts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    samples: dict[str, int] = field(default_factory=dict)  # update's samples that trained, by source
+    rounds: int = 1  # promote's rounds (the group-sequential looks it ran)
     stopped: str | None = None
 
     def as_json(self) -> dict[str, Any]:
@@ -69,7 +73,8 @@ def row_of(out: CycleOutcome) -> GenerationRow:
         in_template=e.get("baseline_rate"),
         in_template_pair=(p.get("in_template_parent_rate"), p.get("in_template_candidate_rate")),
         in_template_p=p.get("in_template_p_value"), reused=int(prom.trials.get("reused", 0)) if prom is not None else 0,
-        stopped=out.stopped)
+        stopped=out.stopped, parts={x["part"]: x for x in p.get("parts") or []},
+        samples=dict(ph.get("update", {}).get("samples") or {}), rounds=int(p.get("rounds") or 1))
 
 
 def run_cycles(ctx: WorkspaceContext, req: CycleRequest, n: int, hooks: CycleHooks | None = None) -> CyclesOutcome:
