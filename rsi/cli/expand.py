@@ -10,6 +10,7 @@ from rich.table import Table
 
 from rsi.cli.common import console, err_console, errors, open_context, print_json
 from rsi.cli.progress import TrialBar, progress
+from rsi.cli.tracking import ReportToOpt, close_tracking, open_tracking, track_phase
 from rsi.core.errors import InputError
 from rsi.loop.hooks import ExpandHooks
 from rsi.loop.hooks import Progress as RunProgress
@@ -75,6 +76,7 @@ def expand(
         "prompt/sampling/loop paths, e.g. '{sampling.temperature: 0.2, loop.max_turns: 8}'.")] = None,
     resume: Annotated[str | None, typer.Option("--resume", help="Continue an expand job.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+    report_to: Annotated[list[str] | None, ReportToOpt] = None,
 ) -> None:
     """Expansion: baseline, attribution, config search under a budget, the adopted config."""
     from rsi.core.errors import InputError
@@ -94,8 +96,13 @@ def expand(
                             candidates=list(candidate or []), fewshot=0 if no_fewshot else fewshot,
                             explore=explore, sources=sources, baseline_per_template=baseline_per_template,
                             search=search)
-        with progress(as_json) as p:
-            out = run_expand(wctx, req, _Hooks(p, as_json))
+        tracking = open_tracking(wctx, report_to)
+        try:
+            with progress(as_json) as p:
+                out = run_expand(wctx, req, _Hooks(p, as_json))
+            track_phase(tracking, wctx, "expand", out)
+        finally:
+            close_tracking(tracking, as_json)
         if as_json:
             print_json(out.as_json())
         else:

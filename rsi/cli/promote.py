@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -9,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from rsi.cli.common import console, err_console, errors, open_context, print_json
+from rsi.cli.tracking import ReportToOpt, close_tracking, generation_params_of, open_tracking
 
 
 def register(app: typer.Typer) -> None:
@@ -33,6 +35,7 @@ def promote(
     resume: Annotated[str | None, typer.Option("--resume", help="Resume this promote job.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
     html: Annotated[bool, typer.Option("--html/--no-html", help="Write the HTML diff report (gates first).")] = True,
+    report_to: Annotated[list[str] | None, ReportToOpt] = None,
 ) -> None:
     """Evaluate GEN and its parent on the sealed holdout; promote GEN only if every gate passes."""
     from rsi.loop.promote.phase import PromoteRequest
@@ -41,6 +44,7 @@ def promote(
 
     with errors():
         wctx = open_context(ctx)
+        tracking = open_tracking(wctx, report_to)
         cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*cols, console=err_console, transient=json_out) as p:
             bar: dict[str, TaskID] = {}
@@ -52,8 +56,12 @@ def promote(
                 def trial_finished(self, spec: Any, result: Any) -> None:
                     p.advance(bar["id"])
 
-            out = run_promote(wctx, PromoteRequest(gen, dry_run=dry_run, concurrency=concurrency, resume=resume),
-                              Bar())
+            try:
+                out = run_promote(wctx, PromoteRequest(gen, dry_run=dry_run, concurrency=concurrency, resume=resume),
+                                  Bar())
+            except BaseException:
+                close_tracking(tracking, True)
+                raise
     if json_out:
         print_json(out.as_json())
     else:
@@ -78,15 +86,24 @@ def promote(
                           "nothing changed", highlight=False)
         for c in out.changes:
             console.print(c, highlight=False)
+    report = None
     if html and not dry_run and not out.interrupted and not out.skipped:
-        _write_report(wctx, out.parent, out.candidate, quiet=json_out)
+        report = _write_report(wctx, out.parent, out.candidate, quiet=json_out)
+    if tracking is not None:
+        from rsi.track.records import phase as phase_record
+
+        rec = phase_record("promote", {}, out, wctx.ws.root)
+        rec.params = {**generation_params_of(wctx, out.candidate), **rec.params}
+        rec.artifacts += [p for p in (report, wctx.ws.root / "generations" / f"{out.candidate}.yaml") if p]
+        tracking.run(out.job_id, f"promote {out.job_id}", rec, status="KILLED" if out.interrupted else "FINISHED")
+        close_tracking(tracking, json_out)
     if out.interrupted:
         raise typer.Exit(130 if "interrupted" in out.interrupted or "Ctrl-C" in out.interrupted else 3)
     if not out.verdict.passed:
         raise typer.Exit(1)
 
 
-def _write_report(wctx: Any, parent: str, candidate: str, quiet: bool) -> None:
+def _write_report(wctx: Any, parent: str, candidate: str, quiet: bool) -> Path | None:
     """The diff report of the decision (`rsi diff PARENT CANDIDATE --format html`); a report that cannot be
     written is a warning, never a different exit code for the promotion."""
     try:
@@ -99,9 +116,10 @@ def _write_report(wctx: Any, parent: str, candidate: str, quiet: bool) -> None:
         write_atomic(path, render_html(build_diff(wctx, parent, candidate)))
     except Exception as e:  # noqa: BLE001 - the promotion is recorded; only its page is missing
         err_console.print(f"[yellow]warning:[/] the HTML diff report was not written: {e}", highlight=False)
-        return
+        return None
     if not quiet:
         console.print(f"HTML diff report: {path.resolve()}", highlight=False, soft_wrap=True)
+    return path
 
 
 def rollback(

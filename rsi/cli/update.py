@@ -9,11 +9,19 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rsi.cli.common import console, err_console, errors, print_json, workspace_root
+from rsi.cli.common import console, err_console, errors, open_context, print_json, workspace_root
+from rsi.cli.tracking import ReportToOpt, close_tracking, open_tracking, track_phase
 
 
 def register(app: typer.Typer) -> None:
     app.command("update")(update)
+
+
+def _tracked(ctx: typer.Context) -> bool:
+    """Whether rsi.yaml names trackers (the workspace is opened for them only then)."""
+    from rsi.store.paths import Workspace
+
+    return bool(Workspace.locate(workspace_root(ctx)).settings().tracking.report_to)
 
 
 def update(
@@ -37,11 +45,14 @@ def update(
         "--dry-run", help="Select, check leakage and count samples per source, template and family; write and "
                           "train nothing.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+    report_to: Annotated[list[str] | None, ReportToOpt] = None,
 ) -> None:
     """Update: select accepted trajectories, train a LoRA revision, register a candidate generation."""
     from rsi.loop.update.phase import UpdateRequest, run_update
 
     with errors():
+        wctx = open_context(ctx) if report_to or _tracked(ctx) else None
+        tracking = open_tracking(wctx, report_to) if wctx is not None else None
         cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn())
         with Progress(*cols, console=err_console, transient=as_json) as p:
@@ -61,7 +72,12 @@ def update(
                                 dry_run=dry_run,
                                 add_specialist=add_specialist,
                                 domains=[d.strip() for d in (domains or "").split(",") if d.strip()])
-            o = run_update(req, workspace_root(ctx))
+            try:
+                o = run_update(req, workspace_root(ctx))
+                if not dry_run:
+                    track_phase(tracking, wctx, "update", o)
+            finally:
+                close_tracking(tracking, as_json)
         if as_json:
             print_json(o.as_json())
             return

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from rsi.core.errors import ConfigError
+from rsi.core.errors import ConfigError, NotFoundError
 from rsi.core.registry import Registry
 from rsi.core.settings import TrackingSettings
 from rsi.track.base import Tracker
@@ -55,7 +55,10 @@ def check(names: list[str], source: str = "--report-to") -> None:
     """Refuse an unknown tracker (listing the known ones) or one whose extra is not installed, before anything
     runs."""
     for name in names:
-        TRACKERS.get(name)
+        try:
+            TRACKERS.get(name)
+        except NotFoundError as e:
+            raise NotFoundError(f"{source}: {e}") from None
         module, extra = EXTRAS.get(name, (None, None))
         if module and importlib.util.find_spec(module) is None:
             raise ConfigError(f"{source}: tracker {name} needs its extra: pip install 'rsi[{extra}]'")
