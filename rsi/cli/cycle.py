@@ -22,6 +22,7 @@ from rsi.cli.common import (
     use_executor,
 )
 from rsi.cli.progress import TrialBar, progress
+from rsi.cli.tracking import CycleTracking, ReportToOpt
 from rsi.loop.hooks import CycleHooks
 from rsi.loop.hooks import Progress as RunProgress
 from rsi.report.jobs import integrity_text
@@ -40,8 +41,8 @@ class _Hooks(CycleHooks):
     """A bar per phase stage (discover's oracle/controls/probe, expand's baseline/search rounds, promote's
     holdout) and one for training steps."""
 
-    def __init__(self, p: Progress, quiet: bool) -> None:
-        self.p, self.quiet = p, quiet
+    def __init__(self, p: Progress, quiet: bool, tracking: CycleTracking | None = None) -> None:
+        self.p, self.quiet, self.tracking = p, quiet, tracking
         self.train_bar: TaskID | None = None
 
     def message(self, text: str) -> None:
@@ -59,6 +60,19 @@ class _Hooks(CycleHooks):
         if self.train_bar is None:
             self.train_bar = self.p.add_task("update: training steps", total=total, passed="-")
         self.p.update(self.train_bar, completed=step, passed=f"loss {loss:.4f}")
+
+    # the trackers (--report-to): a run per cycle, a nested run per phase (rsi.cli.tracking)
+    def cycle_started(self, job_id: str, generation: str, split: dict[str, float]) -> None:
+        if self.tracking:
+            self.tracking.cycle_started(job_id, generation, split)
+
+    def phase_done(self, name: str, info: dict[str, Any], result: Any) -> None:
+        if self.tracking:
+            self.tracking.phase_done(name, info, result)
+
+    def cycle_done(self, outcome: Any) -> None:
+        if self.tracking:
+            self.tracking.cycle_done(outcome)
 
 
 def _fmt(x: Any, pct: bool = False) -> str:
@@ -115,7 +129,7 @@ def summary(out: CycleOutcome) -> Table:
 PART_NAMES = {"in_skill": "in-skill", "unseen": "unseen-template"}
 
 
-def _run(wctx: Any, req: Any, json_out: bool, cycles: int = 1) -> CyclesOutcome:
+def _run(wctx: Any, req: Any, json_out: bool, cycles: int = 1, tracking: CycleTracking | None = None) -> CyclesOutcome:
     from rsi.loop.cycle.runs import run_cycles
 
     if cycles < 1:
@@ -123,7 +137,7 @@ def _run(wctx: Any, req: Any, json_out: bool, cycles: int = 1) -> CyclesOutcome:
 
         raise InputError("--cycles", None, f"must be at least 1 (got {cycles})")
     with progress(json_out) as bars:
-        return run_cycles(wctx, req, cycles, _Hooks(bars, json_out))
+        return run_cycles(wctx, req, cycles, _Hooks(bars, json_out, tracking))
 
 
 def generations_table(res: CyclesOutcome) -> Table:
@@ -251,6 +265,7 @@ def cycle(
                                         "per cycle.")] = 1,
     html: Annotated[bool, typer.Option("--html/--no-html", help="Write the HTML diff report.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+    report_to: Annotated[list[str] | None, ReportToOpt] = None,
     executor: Annotated[str | None, ExecutorOpt] = None,
     address: Annotated[str | None, AddressOpt] = None,
 ) -> None:
@@ -264,7 +279,12 @@ def cycle(
                            levels=list(level or []), attempts=attempts,
                            expand_attempts=expand_attempts, proposals=proposals, backend=backend,
                            command=command, steps=steps, concurrency=concurrency, seed=seed)
-        out = _report_all(wctx, _run(wctx, req, json_out, cycles), json_out, html)
+        tracked = CycleTracking.open(wctx, report_to)
+        try:
+            out = _report_all(wctx, _run(wctx, req, json_out, cycles, tracked), json_out, html)
+            CycleTracking.attach_report(tracked, wctx, out)
+        finally:
+            CycleTracking.close(tracked, json_out)
     _exit(out, wctx.ws.root, json_out)
 
 
@@ -284,6 +304,7 @@ def demo(
     cycles: Annotated[int, typer.Option("--cycles", help="Cycles to run, each on the generation the one before "
                                         "promoted.")] = 1,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+    report_to: Annotated[list[str] | None, ReportToOpt] = None,
     mol: Annotated[bool, typer.Option("--mol", help="Mixture-of-LoRA: the candidate holds four adapters (L0 chat + "
                                       "router, three specialists by family), gated on routing accuracy too.")] = False,
 ) -> None:
@@ -296,6 +317,7 @@ def demo(
 
     t0 = time.monotonic()
     with errors():
+        CycleTracking.check(report_to)
         if directory.exists() and any(directory.iterdir()):
             raise InputError(str(directory), None, "exists and is not empty; the demo makes a fresh workspace "
                                                    "(choose another --dir)")
@@ -316,7 +338,12 @@ def demo(
             raise
         if not json_out:
             err_console.print(f"demo workspace: {directory.resolve()}", highlight=False)
-        out = _report_all(wctx, _run(wctx, req, json_out, cycles), json_out, html=True)
+        tracked = CycleTracking.open(wctx, report_to)
+        try:
+            out = _report_all(wctx, _run(wctx, req, json_out, cycles, tracked), json_out, html=True)
+            CycleTracking.attach_report(tracked, wctx, out)
+        finally:
+            CycleTracking.close(tracked, json_out)
     if not json_out and not out.stopped:
         console.print(f"demo wall time: {time.monotonic() - t0:.0f} s; continue with "
                       f"`rsi -w {directory} cycle`", highlight=False)

@@ -4,6 +4,7 @@ sent comes from the outcomes the loop already returns; a tracker's failure is on
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,36 @@ class CycleTracking:
     def artifact(self, path: Path | None) -> None:
         if self.cycle is not None and path is not None:
             self.session.artifact(self.cycle, path)
+
+    # what `rsi cycle` / `rsi demo` call around the loop
+    @staticmethod
+    def check(report_to: list[str] | None) -> None:
+        """Refuse an unknown tracker or a missing extra before anything is made (the demo's workspace)."""
+        from rsi.track.registry import check, parse_names
+
+        check(parse_names(report_to))
+
+    @classmethod
+    def open(cls, wctx: Any, report_to: list[str] | None) -> CycleTracking | None:
+        session = open_tracking(wctx, report_to)
+        return cls(session, wctx) if session is not None else None
+
+    @staticmethod
+    def attach_report(tracked: CycleTracking | None, wctx: Any, out: Any) -> None:
+        """The HTML diff report of the last cycle (parent -> candidate), when it was written, on its run."""
+        if tracked is None or not out.candidate:
+            return
+        from rsi.report.diff import default_out
+
+        with contextlib.suppress(Exception):
+            path = default_out(wctx, wctx.generation(out.candidate).parent, out.candidate, "html")
+            if path.is_file():
+                tracked.artifact(path)
+
+    @staticmethod
+    def close(tracked: CycleTracking | None, quiet: bool) -> None:
+        if tracked is not None:
+            close_tracking(tracked.session, quiet)
 
 
 def generation_params_of(wctx: Any, gen: str) -> dict[str, Any]:
