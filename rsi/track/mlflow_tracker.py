@@ -5,6 +5,7 @@ artifacts in .rsi/mlartifacts, so `mlflow ui --backend-store-uri sqlite:///.rsi/
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -27,6 +28,8 @@ class MlflowTracker:
     name = "mlflow"
 
     def __init__(self, settings: MlflowSettings, root: Path) -> None:
+        # MLflow prints a "View run ... at: URL" line per finished run onto stdout, which holds `--json` output
+        os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
         for noisy in ("mlflow", "alembic"):  # store creation logs at INFO onto the user's terminal
             logging.getLogger(noisy).setLevel(logging.WARNING)
         self.uri = settings.tracking_uri or default_uri(root)

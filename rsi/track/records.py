@@ -34,6 +34,11 @@ def _num(x: Any) -> float | None:
     return float(x) if isinstance(x, int | float) else None
 
 
+def _amount(x: float) -> Param:
+    """A budget as written: 100, not 100.0."""
+    return int(x) if float(x).is_integer() else round(float(x), 3)
+
+
 def generation_params(m: GenerationManifest, prefix: str = "") -> dict[str, Param]:
     """A generation's identity: id, parent, base model, adapter digest(s), harness config digest, contract."""
     adapters = ",".join(f"{label}:{ref.sha256[:16]}" for label, ref in m.adapters.items()) or "none"
@@ -45,8 +50,8 @@ def generation_params(m: GenerationManifest, prefix: str = "") -> dict[str, Para
 
 def cycle_start(job_id: str, gen: GenerationManifest, split: Mapping[str, float]) -> RunRecord:
     rec = RunRecord(params={"cycle_job": job_id, **generation_params(gen),
-                            "budget": round(sum(split.values()), 3),
-                            **{f"budget_{k}": round(float(v), 3) for k, v in split.items()}})
+                            "budget": _amount(sum(split.values())),
+                            **{f"budget_{k}": _amount(v) for k, v in split.items()}})
     rec.tags = {"rsi.kind": "cycle", "rsi.generation": gen.id}
     return rec
 
