@@ -87,7 +87,7 @@ def _wandb_records(path: Path) -> list[Any]:
         buf += data[pos + 7:pos + 7 + length]
         pos += 7 + length
         if kind in (1, 4):  # FULL, LAST
-            rec = pb.Record()
+            rec = pb.Record()  # type: ignore[attr-defined]
             rec.ParseFromString(buf)
             out.append(rec)
             buf = b""
@@ -113,6 +113,7 @@ def test_a_cycle_in_mlflow_tensorboard_and_wandb(ctx: WorkspaceContext, provider
 
     client = MlflowClient(mlflow_server)
     exp = client.get_experiment_by_name("rsi-itest")
+    assert exp is not None
     runs = client.search_runs([exp.experiment_id])
     top = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert [r.info.run_name for r in top] == [f"cycle {cyc}"]
