@@ -33,7 +33,16 @@ def per_generation(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | No
     return out
 
 
-def chart(gens: dict[str, dict[str, float | None]]) -> str | None:
+# the viewer's generations chart: each holdout part apart, as the promote gate measures them
+PART_SERIES = (("in_skill", "in-skill holdout (the superiority gate)", "#2b6cb0"),
+               ("unseen", "unseen-template holdout", "#dd6b20"),
+               ("suite", "suite (no generator wrote)", "#2f855a"),
+               ("in_template", "in-template (train split)", "#a0aec0"))
+
+
+def chart(gens: dict[str, dict[str, float | None]],
+          series: tuple[tuple[str, str, str], ...] = SERIES) -> str | None:
+    """Each series (key, label, colour) as a line over the generations; a generation without a figure: no point."""
     if not gens:
         return None
     import matplotlib
@@ -44,8 +53,8 @@ def chart(gens: dict[str, dict[str, float | None]]) -> str | None:
 
     names = list(gens)
     fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(names) + 2), 3.2))
-    for key, label, colour in SERIES:
-        pts = [(i, float(v)) for i, n in enumerate(names) if (v := gens[n][key]) is not None]
+    for key, label, colour in series:
+        pts = [(i, float(v)) for i, n in enumerate(names) if (v := gens[n].get(key)) is not None]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label, color=colour)
     ax.set_xticks(range(len(names)), names)
@@ -65,4 +74,4 @@ def html(data: dict[str, Any]) -> str:
     return env.get_template("cycles.html.j2").render(rows=rows, gens=gens, chart=chart(gens), ended=data.get("ended"))
 
 
-__all__ = ["chart", "html", "per_generation"]
+__all__ = ["PART_SERIES", "SERIES", "chart", "html", "per_generation"]

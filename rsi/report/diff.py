@@ -5,6 +5,10 @@
   training run, dataset size and provenance;
 - **contract**: both versions; pass rates are compared only under one contract major (else refused,
   and the report says why);
+- **rates per holdout part**: the in-skill and the unseen-template part of the sealed holdout, each side's pooled
+  rate over the part's tasks both ran, and the suite's, beside each other: the very figures the promote gate
+  computes for that pair (rsi.report.rates.gate_figures calls the gate's own functions); the holdout pooled over
+  both parts is kept in `overall`, labelled so (no gate uses it when the holdout has two parts);
 - **outcomes**: per-task flips on the tasks both generations ran under their own configs (a task is
   *solved* at pass rate >= 0.5), per-family pass rates with Wilson intervals, the overall delta and
   the paired test's one-sided p over tasks (B better than A: the direction and test the promotion gate
@@ -34,7 +38,7 @@ from rsi.core.discover import unit_of
 from rsi.core.errors import InputError
 from rsi.core.generation import GenerationManifest
 from rsi.core.promotion import TaskOutcome, clustered, paired_p, test_name, wilson
-from rsi.report.rates import COUNTS, gate_scope, generation_tally
+from rsi.report.rates import COUNTS, gate_figures, gate_scope, generation_tally, task_meta
 from rsi.store.queries_rates import PassTally
 
 # An opened workspace (rsi.loop.context.WorkspaceContext or rsi.view.context.ViewContext: .ws, .contract,
@@ -94,6 +98,8 @@ class DiffReport:
     families: list[FamilyRow] = field(default_factory=list)
     overall: dict[str, Any] = field(default_factory=dict)
     templates: list[dict[str, Any]] = field(default_factory=list)  # per unit of the overall scope
+    # per holdout part (in_skill, unseen: those the holdout has), then the suite: the promote gate's figures
+    parts: list[dict[str, Any]] = field(default_factory=list)
     attribution: dict[str, Any] = field(default_factory=dict)
     spend: list[dict[str, Any]] = field(default_factory=list)
     gate: dict[str, Any] = field(default_factory=dict)  # {"job": id, "verdict": ...} of `rsi promote B` over A
@@ -147,12 +153,10 @@ def _families(ctx: Ctx, names: set[str]) -> dict[str, str]:
 
 def _units(ctx: Ctx, names: set[str]) -> tuple[str, dict[str, str]]:
     """The contract's holdout unit and task name -> unit, from tasks/ (a task no longer there: its own unit)."""
-    from rsi.store.files import load_pool
-
     unit = ctx.contract.promotion.holdout_unit
-    pool = {t.name: t for t in load_pool(ctx.ws.tasks_dir) if t.name in names} if ctx.ws.tasks_dir.is_dir() else {}
-    out = {n: unit_of(unit, template=pool[n].spec.metadata.rsi.template, family=pool[n].family, task=n)
-           if n in pool else f"task:{n}" for n in names}
+    meta = task_meta(ctx)
+    out = {n: unit_of(unit, template=meta[n].template, family=meta[n].family, task=n)
+           if n in meta else f"task:{n}" for n in names}
     has = any(not u.startswith("task:") for u in out.values())
     return (unit if has else "task"), out
 
@@ -236,7 +240,8 @@ def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str | None = None) -> Diff
         ra, rb = x.passes / x.graded, y.passes / y.graded
         f = flip(ra, rb)
         flips[f] += 1
-        report.tasks.append({"task": n, "family": fams[n], "split": x.part, "a_passes": x.passes,
+        report.tasks.append({"task": n, "family": fams[n], "split": x.part, "holdout_part": x.holdout_part,
+                             "a_passes": x.passes,
                              "a_trials": x.graded, "b_passes": y.passes, "b_trials": y.graded, "a_rate": ra,
                              "b_rate": rb, "flip": f})
         acc = fam_acc.setdefault(fams[n], [0, 0, 0, 0, 0])
@@ -249,8 +254,11 @@ def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str | None = None) -> Diff
     _flip_trials(ctx, report, ta, tb)
     report.families = [FamilyRow(f, v[0], (v[1], v[2]), (v[3], v[4]), wilson(v[1], v[2]), wilson(v[3], v[4]))
                        for f, v in sorted(fam_acc.items())]
+    report.parts = gate_figures(ctx, ta, tb).rows()
     holdout = [t for t in report.tasks if t["split"] == "holdout"]
-    scope, rows = ("holdout", holdout) if holdout else ("all common tasks", report.tasks)
+    two = len({t["holdout_part"] for t in holdout}) > 1  # one part only: the pooled figure is that part's
+    scope, rows = (("holdout, both parts pooled" if two else "holdout"), holdout) if holdout else \
+        ("all common tasks", report.tasks)
     ra_list, rb_list = [t["a_rate"] for t in rows], [t["b_rate"] for t in rows]
     pa, na = sum(t["a_passes"] for t in rows), sum(t["a_trials"] for t in rows)
     pb, nb = sum(t["b_passes"] for t in rows), sum(t["b_trials"] for t in rows)

@@ -16,6 +16,7 @@ from typing import Any
 
 from rsi.report.diff import DiffReport
 from rsi.report.diff_render import gate_line, gate_rows, headline
+from rsi.report.rates import role_words
 
 A_COLOUR, B_COLOUR = "#8a9bb0", "#2b6cb0"
 
@@ -109,7 +110,7 @@ def report_context(r: DiffReport, trial_href: Callable[[dict[str, Any]], str]) -
     flipped = [t for t in r.tasks if "a_trial_ids" in t]  # the flips _flip_trials linked, regressions first
     flipped.sort(key=lambda t: (t["flip"] != "regressed", t["task"]))
     return {"r": r, "headline": headline(r), "charts": charts(r), "spend": spend, "gates": gate_rows(r),
-            "gate_line": gate_line(r), "flipped": flipped, "trial_href": trial_href,
+            "gate_line": gate_line(r), "flipped": flipped, "trial_href": trial_href, "role_words": role_words,
             "flipped_more": sum(1 for t in r.tasks if t["flip"] in ("fixed", "regressed")) - len(flipped)}
 
 

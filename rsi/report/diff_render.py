@@ -9,6 +9,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from rsi.report.diff import DiffReport
+from rsi.report.rates import role_words
 
 
 def _pct(x: float | None) -> str:
@@ -43,6 +44,7 @@ def headline(r: DiffReport) -> list[str]:
     elif r.overall.get("tasks"):
         o = r.overall
         p = o["p_value"]
+        lines += part_lines(r)
         lines.append(f"pass rate ({o['scope']}, {o['tasks']} tasks): {r.a} {_pct(o['a_rate'])} {_ci(o['a_ci'])} -> "
                      f"{r.b} {_pct(o['b_rate'])} {_ci(o['b_ci'])}, delta {100 * (o['delta'] or 0):+.1f} pts, "
                      f"p = {'n/a' if p is None else f'{p:.4g}'} ({o['test']})")
@@ -57,6 +59,22 @@ def headline(r: DiffReport) -> list[str]:
     else:
         lines.append("no task was run by both generations under their own configs: no rates to compare")
     return lines
+
+
+def part_lines(r: DiffReport) -> list[str]:
+    """One line per holdout part and the suite, as the promote gate figures them (pooled over the part's tasks
+    both generations ran); none for a holdout that names no part (its one part is the pooled holdout line)."""
+    rows = r.parts
+    if [x["part"] for x in rows if x["part"] != "suite"] == ["unseen"]:
+        rows = [x for x in rows if x["part"] == "suite"]
+    out = []
+    for x in rows:
+        p = x["ni_p_value"] if x["role"] == "non_inferiority" else x["p_value"]
+        which = "worse by more than the margin" if x["role"] == "non_inferiority" else "better"
+        out.append(f"{x['label']} ({role_words(x)}, {x['tasks']} tasks): {r.a} {_pct(x['a_rate'])} "
+                   f"({x['a_passes']}/{x['a_trials']}) -> {r.b} {_pct(x['b_rate'])} ({x['b_passes']}/{x['b_trials']}), "
+                   f"delta {100 * (x['delta'] or 0):+.1f} pts, p = {'n/a' if p is None else f'{p:.4g}'} ({which})")
+    return out
 
 
 def _adapters(a: dict[str, Any]) -> str:
@@ -190,4 +208,4 @@ def markdown(r: DiffReport) -> str:
     return "\n".join(out) + "\n"
 
 
-__all__ = ["headline", "markdown", "term"]
+__all__ = ["headline", "markdown", "part_lines", "term"]

@@ -15,7 +15,11 @@ The viewer's compare grid, `rsi diff` (terminal, Markdown, HTML, JSON) and the r
   trials graded at an integrity level the contract does not accept for promotion are left out, and per task
   only the first K graded trials (oldest first) count where the scope names a K — what promote reuses;
 - **the task set** by part: `holdout` (split holdout, the regression suites' tasks left out), `suite` (the
-  contract's suites), `train`; retired tasks left out of the holdout and train parts, as promote leaves them.
+  contract's suites), `train`; retired tasks left out of the holdout and train parts, as promote leaves them;
+- **the holdout's two parts**: each holdout task's part (`[metadata.rsi] holdout_part` in its task.toml: `in_skill`
+  or `unseen`; a task naming none counts as `unseen`, as promote counts it) comes with the scope
+  (`task_parts`, read from the task files by rsi.report.rates, like the suites' digests), and `holdout_part`
+  keeps one part only. Every holdout TaskTally says its part, so one tally splits by part without a second read.
 
 A tally keeps the id of every trial it counted, so a figure links to exactly the trials behind it.
 Plain SQL over `_tuples`, like rsi.store.queries_diff: the light `sqlite3` reader runs it too.
@@ -31,6 +35,7 @@ from typing import Any
 from rsi.core.arm import MODEL_AGENTS
 from rsi.core.errors import NotFoundError
 from rsi.core.generation import GenerationManifest
+from rsi.core.promotion import PART_LABEL
 from rsi.core.trial import BLAME
 
 # error types blamed on infrastructure: such trials are neither a pass nor a failure of the model
@@ -40,6 +45,8 @@ PROBE_JOBS = ("SELECT id FROM jobs WHERE kind = 'discover' OR parent_job IN "
               "(SELECT id FROM jobs WHERE kind = 'discover')")
 DONE = "done"  # rsi.core.trial.TrialStatus.DONE
 PARTS = ("holdout", "suite", "train")
+HOLDOUT_PARTS = tuple(PART_LABEL)  # the sealed holdout's two parts: in_skill, unseen
+HOLDOUT_PART_LABEL = PART_LABEL  # how a page names them: in-skill, unseen-template
 
 
 @dataclass(frozen=True)
@@ -49,7 +56,9 @@ class RateScope:
     `parts`: task-set parts counted (None: every part); `suite`: digests of the regression suites' tasks;
     `per_task`: part -> K, the first K graded trials per task (a part missing: all of them); `integrity`: the
     levels a trial may be graded at (None: any; a trial with no level recorded always counts, as in promote);
-    `configs`: harness config digests counted (None: each generation's own); `family`: one task family only."""
+    `configs`: harness config digests counted (None: each generation's own); `family`: one task family only;
+    `task_parts`: holdout task name -> the part its task.toml names (`in_skill` | `unseen`; a holdout task missing
+    here names none and counts as `unseen`); `holdout_part`: only the holdout tasks of that part."""
 
     parts: tuple[str, ...] | None = ("holdout",)
     suite: frozenset[str] = frozenset()
@@ -57,9 +66,21 @@ class RateScope:
     integrity: frozenset[str] | None = None
     configs: tuple[str | None, ...] | None = None
     family: str | None = None
+    task_parts: Mapping[str, str] = field(default_factory=dict)
+    holdout_part: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.holdout_part is not None and self.holdout_part not in HOLDOUT_PARTS:
+            raise ValueError(f"holdout_part must be one of {', '.join(HOLDOUT_PARTS)}; got {self.holdout_part!r}")
+
+    def part_of(self, name: str) -> str:
+        """The holdout part of a holdout task (`unseen` when its task.toml names none)."""
+        return self.task_parts.get(name) or "unseen"
 
     def describe(self) -> str:
         parts = "every part" if self.parts is None else " + ".join(self.parts)
+        if self.holdout_part is not None:
+            parts = f"holdout, {HOLDOUT_PART_LABEL[self.holdout_part]} part only"
         ks = ", ".join(f"first {k} per {p} task" for p, k in sorted(self.per_task.items())
                        if self.parts is None or p in self.parts)
         return parts + (f" ({ks})" if ks else "") + (f", family {self.family}" if self.family else "")
@@ -77,6 +98,7 @@ class TaskTally:
     infra: int = 0
     left_out: int = 0  # graded by the verifier but not counted: integrity not accepted, or beyond K
     counted: list[str] = field(default_factory=list)  # the ids of the graded trials counted, oldest first
+    holdout_part: str | None = None  # a holdout task's part: in_skill | unseen (None: not a holdout task)
 
     @property
     def rate(self) -> float | None:
@@ -103,6 +125,11 @@ class PassTally:
         p, n = self.over(names)
         return p / n if n else None
 
+    def in_part(self, part: str, names: Iterable[str] | None = None) -> list[str]:
+        """The holdout tasks of `part` (in_skill | unseen) among `names` (None: every task the column ran)."""
+        keep = self.tasks if names is None else [n for n in names if n in self.tasks]
+        return [n for n in keep if self.tasks[n].holdout_part == part]
+
     def counted_ids(self, names: Iterable[str] | None = None) -> list[str]:
         rows = self.tasks.values() if names is None else [self.tasks[n] for n in names if n in self.tasks]
         return [i for t in rows for i in t.counted]
@@ -120,8 +147,9 @@ class PassTally:
                 "configs": list(self.configs), "scope": self.scope.describe(), "passes": p, "graded": n,
                 "rate": p / n if n else None,
                 "infra": sum(t.infra for t in self.tasks.values()),
-                "tasks": {k: {"part": t.part, "passes": t.passes, "graded": t.graded, "infra": t.infra,
-                              "left_out": t.left_out, "trials": t.counted} for k, t in sorted(self.tasks.items())}}
+                "tasks": {k: {"part": t.part, "holdout_part": t.holdout_part, "passes": t.passes,
+                              "graded": t.graded, "infra": t.infra, "left_out": t.left_out, "trials": t.counted}
+                          for k, t in sorted(self.tasks.items())}}
 
 
 def _in(prefix: str, values: Iterable[Any]) -> tuple[str, dict[str, Any]]:
@@ -239,9 +267,12 @@ class RateQueries:
                 continue
             if part != "suite" and digest in retired:
                 continue
+            held = scope.part_of(name) if part == "holdout" else None
+            if scope.holdout_part is not None and held != scope.holdout_part:
+                continue
             t = out.tasks.get(name)
             if t is None:
-                t = out.tasks[name] = TaskTally(digest, name, part)
+                t = out.tasks[name] = TaskTally(digest, name, part, holdout_part=held)
             if error in INFRA_ERROR_TYPES:
                 t.infra += 1
             elif gated and ((scope.integrity is not None and integrity is not None
@@ -256,17 +287,20 @@ class RateQueries:
 
 
 def promotion_scope(contract: Any, parts: tuple[str, ...] | None = ("holdout",), suite: Iterable[str] = (),
-                    family: str | None = None) -> RateScope:
+                    family: str | None = None, task_parts: Mapping[str, str] | None = None,
+                    holdout_part: str | None = None) -> RateScope:
     """The scope the promote gate counts under `contract` (rsi.core.contract.Contract): K per part (holdout:
     `promotion.trials_per_task`, suite: `suite_trials_per_task`, train: `in_template_trials_per_task` when the
-    contract asks for the in-template rate) and the integrity levels `grading.promotion_integrity` accepts."""
+    contract asks for the in-template rate) and the integrity levels `grading.promotion_integrity` accepts;
+    `task_parts` and `holdout_part` as RateScope has them."""
     pr = contract.promotion
     per_task = {"holdout": pr.trials_per_task, "suite": pr.suite_trials_per_task}
     if pr.in_template_trials_per_task:
         per_task["train"] = pr.in_template_trials_per_task
     levels = frozenset(str(getattr(x, "value", x)) for x in contract.grading.promotion_integrity)
-    return RateScope(parts=parts, suite=frozenset(suite), per_task=per_task, integrity=levels, family=family)
+    return RateScope(parts=parts, suite=frozenset(suite), per_task=per_task, integrity=levels, family=family,
+                     task_parts=dict(task_parts or {}), holdout_part=holdout_part)
 
 
-__all__ = ["DONE", "INFRA_ERROR_TYPES", "INFRA_SQL", "PARTS", "PROBE_JOBS", "PassTally", "RateQueries", "RateScope",
-           "TaskTally", "promotion_scope"]
+__all__ = ["DONE", "HOLDOUT_PARTS", "HOLDOUT_PART_LABEL", "INFRA_ERROR_TYPES", "INFRA_SQL", "PARTS", "PROBE_JOBS",
+           "PassTally", "RateQueries", "RateScope", "TaskTally", "promotion_scope"]

@@ -10,8 +10,9 @@ from typing import Any
 import yaml
 
 from rsi.core.errors import NotFoundError
-from rsi.report.rates import COUNTS, gate_scope
-from rsi.store.queries_rates import PARTS, PassTally
+from rsi.core.promotion import PART_LABEL
+from rsi.report.rates import COUNTS, common_names, gate_figures, gate_scope, role_words
+from rsi.store.queries_rates import HOLDOUT_PARTS, PassTally
 from rsi.store.queries_view import FILTERS, SORTS, TrialQuery
 from rsi.view.context import ViewContext
 from rsi.view.trajectory import align, read_trajectory, verifier_output
@@ -44,7 +45,7 @@ def generations(ctx: ViewContext) -> dict[str, Any]:
                            "gates": v.get("gates") or [], "parent_rate": v.get("parent_rate"),
                            "candidate_rate": v.get("candidate_rate"), "p_value": v.get("p_value"),
                            "unit": v.get("unit"), "suite": v.get("suite"), "agent": job.get("agent"),
-                           "in_template": v.get("in_template")})
+                           "in_template": v.get("in_template"), "parts": _verdict_parts(v)})
     children: dict[str | None, list[str]] = {}
     for g in gens:
         children.setdefault(g.parent, []).append(g.id)
@@ -63,18 +64,27 @@ def generations(ctx: ViewContext) -> dict[str, Any]:
             "rates": rates_per_generation(ctx, promotions)}
 
 
-def rates_per_generation(ctx: ViewContext, promotions: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """generation -> {holdout, suite, in_template, holdout_tasks, holdout_counted}: the chart's series and the
-    table beside it. Each generation at its latest promotion: its model arms' pass rate over the tasks both
-    sides of that promotion counted, through the one computation (pass_tally, the gate's scope), so the figure is
-    the one the gate used; in-template is the gate's recorded figure (it is reported, never gated)."""
-    store = ctx.store
-    tallies: dict[tuple[str, str], PassTally] = {}
+def _verdict_parts(v: dict[str, Any]) -> list[dict[str, Any]]:
+    """A recorded verdict's holdout parts (both, or the one a holdout naming no part has), labelled."""
+    return [{**x, "label": f"{PART_LABEL.get(x.get('part', ''), x.get('part', ''))} holdout",
+             "how": role_words(x)} for x in v.get("parts") or [] if isinstance(x, dict) and x.get("role")]
 
-    def tally(gen: str, part: str) -> PassTally:
-        if (gen, part) not in tallies:
-            tallies[(gen, part)] = store.pass_tally(gate_scope(ctx, (part,)), generation=gen)
-        return tallies[(gen, part)]
+
+def rates_per_generation(ctx: ViewContext, promotions: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """generation -> {in_skill, unseen, suite, in_template, holdout, parts, ...}: the chart's series and the table
+    beside it. Each generation at its latest promotion: its model arms' pass rate per holdout part and on the suite,
+    over the tasks both sides of that promotion counted, through the one computation (pass_tally, the gate's
+    scope) and the gate's own per-part functions (rsi.report.rates.gate_figures), so each figure is the one the
+    gate used. `holdout` pools both parts (labelled so: no gate uses it on a two-part holdout); in-template is the
+    gate's recorded figure (it is reported, never gated)."""
+    store = ctx.store
+    tallies: dict[str, PassTally] = {}
+    scope = gate_scope(ctx, ("holdout", "suite"))
+
+    def tally(gen: str) -> PassTally:
+        if gen not in tallies:
+            tallies[gen] = store.pass_tally(scope, generation=gen)
+        return tallies[gen]
 
     out: dict[str, dict[str, Any]] = {}
     for p in promotions:
@@ -82,21 +92,26 @@ def rates_per_generation(ctx: ViewContext, promotions: list[dict[str, Any]]) -> 
         if len(pair) != 2:
             continue
         it = p.get("in_template") or {}
-        for part in ("holdout", "suite"):
-            ts = [tally(g, part) for g in pair]
-            common = [n for n in ts[0].tasks if n in ts[1].tasks and ts[0].tasks[n].graded and ts[1].tasks[n].graded]
-            for gid, t, side in zip(pair, ts, ("parent", "candidate"), strict=True):
-                row = out.setdefault(gid, {"holdout": None, "suite": None, "in_template": None, "holdout_tasks": 0,
-                                           "holdout_counted": "", "covers": ""})
-                if common:
-                    row[part] = t.rate(common)
-                if part == "holdout" and common:
-                    ps, n = t.over(common)
-                    other = pair[1] if gid == pair[0] else pair[0]
-                    row.update(holdout_tasks=len(common), holdout_counted=f"{ps}/{n}", covers=t.covers(),
-                               among=f"gen:{other}")
-                if part == "holdout" and it.get(side) is not None:
-                    row["in_template"] = float(it[side])
+        ts = [tally(g) for g in pair]
+        figs = gate_figures(ctx, ts[0], ts[1]).rows()
+        common = [n for n in common_names(ts[0], ts[1]) if ts[0].tasks[n].part == "holdout"]
+        for gid, t, side, key in zip(pair, ts, ("parent", "candidate"), ("a", "b"), strict=True):
+            row = out.setdefault(gid, {"holdout": None, "in_skill": None, "unseen": None, "suite": None,
+                                       "in_template": None, "holdout_tasks": 0, "holdout_counted": "", "covers": "",
+                                       "parts": {}})
+            other = pair[1] if gid == pair[0] else pair[0]
+            row["parts"] = {}
+            for f in figs:
+                rate = f[f"{key}_rate"]
+                row[f["part"]] = rate
+                row["parts"][f["part"]] = {"rate": rate, "counted": f"{f[f'{key}_passes']}/{f[f'{key}_trials']}",
+                                           "tasks": f["tasks"], "label": f["label"], "how": role_words(f)}
+            if common:
+                ps, n = t.over(common)
+                row.update(holdout=ps / n if n else None, holdout_tasks=len(common), holdout_counted=f"{ps}/{n}",
+                           covers=t.covers(), among=f"gen:{other}")
+            if it.get(side) is not None:
+                row["in_template"] = float(it[side])
     return dict(sorted(out.items()))
 
 
@@ -136,16 +151,24 @@ def trial_detail(ctx: ViewContext, trial_id: str) -> TrialDetail:
                        store.attribution_of(row.task_digest, row.generation), store.cited_by(row.id), tdir, extra)
 
 
-def _parts(split: str | None) -> tuple[str, ...] | None:
-    if split and split not in PARTS:
-        raise ValueError(f"split must be one of {', '.join(PARTS)} or empty (all); got {split!r}")
-    return (split,) if split else None
+TASK_SETS = ("holdout", *HOLDOUT_PARTS, "suite", "train")  # a compare grid's (and a counted list's) task sets
+
+
+def _parts(split: str | None) -> tuple[tuple[str, ...] | None, str | None]:
+    """(task-set parts, holdout part) of a `split=` value: a part, a holdout part (in_skill | unseen), or all."""
+    if split and split not in TASK_SETS:
+        raise ValueError(f"split must be one of {', '.join(TASK_SETS)} or empty (all); got {split!r}")
+    if split in HOLDOUT_PARTS:
+        return ("holdout",), split
+    return ((split,) if split else None), None
 
 
 def tally_of(ctx: ViewContext, counted: str, split: str | None, family: str | None) -> PassTally:
     """The tally a compare-grid column shows: `gen:<id>` (the generation's model arms, own config), `arm:<id>`
-    (one arm) or `ctl:<agent>` (one control agent, any generation), over `split` (a part) and `family`."""
-    scope = gate_scope(ctx, _parts(split), family)
+    (one arm) or `ctl:<agent>` (one control agent, any generation), over `split` (a part, or one holdout part:
+    in_skill | unseen) and `family`."""
+    parts, holdout_part = _parts(split)
+    scope = gate_scope(ctx, parts, family, holdout_part)
     kind, _, value = counted.partition(":")
     if not value or kind not in ("gen", "arm", "ctl"):
         raise ValueError(f"counted must be gen:<generation>, arm:<arm id> or ctl:<agent>; got {counted!r}")
@@ -165,7 +188,8 @@ def compare_grid(ctx: ViewContext, by: str, split: str | None, family: str | Non
     if by not in ("generation", "arm"):
         raise ValueError(f"by must be generation or arm; got {by!r}")
     store = ctx.store
-    scope = gate_scope(ctx, _parts(split), family)
+    parts, holdout_part = _parts(split)
+    scope = gate_scope(ctx, parts, family, holdout_part)
     model = store.model_agents()
     if by == "generation":
         all_cols = [g.id for g in store.list_generations()]
@@ -206,9 +230,24 @@ def compare_grid(ctx: ViewContext, by: str, split: str | None, family: str | Non
                      "all_passes": pa, "all_graded": ga, "all_rate": pa / ga if ga else None,
                      "all_tasks": sum(1 for x in t.tasks.values() if x.graded)}
     ctl_totals = {f"ctl:{a}": dict(zip(("passes", "graded"), t.over(), strict=True)) for a, t in controls.items()}
+    # per holdout part, over the common tasks of that part: what the gate pools for that part (a holdout naming
+    # no part has one, `unseen`, which is the holdout row itself: no rows then)
+    held = {n: x.holdout_part for t in tallies.values() for n, x in t.tasks.items() if x.holdout_part}
+    present = [p for p in HOLDOUT_PARTS if p in held.values()]
+    part_totals: dict[str, dict[str, Any]] = {}
+    if holdout_part is None and present != ["unseen"]:
+        for part in present:
+            names = [n for n in common if held.get(n) == part]
+            cells = {}
+            for c, t in tallies.items():
+                p, g = t.over(names)
+                cells[c] = {"passes": p, "graded": g, "rate": p / g if g else None}
+            part_totals[part] = {"label": f"{PART_LABEL[part]} holdout", "tasks": len(names), "cells": cells}
     return {"by": by, "cols": shown, "all_cols": all_cols, "grid": grid, "totals": totals, "heads": heads,
             "controls": [f"ctl:{a}" for a in controls], "ctl_totals": ctl_totals, "common": common,
-            "among": ",".join(h["counted"] for h in heads.values()), "parts": PARTS,
+            "among": ",".join(h["counted"] for h in heads.values()), "parts": TASK_SETS,
+            "part_labels": {p: f"holdout: {PART_LABEL[p]} part" for p in HOLDOUT_PARTS},
+            "part_totals": part_totals, "task_parts": held, "part_names": dict(PART_LABEL), "pooled": bool(part_totals),
             "scope": scope.describe(), "counts": COUNTS}
 
 
@@ -285,5 +324,5 @@ def config_text(ctx: ViewContext, digest: str) -> str:
         return yaml.safe_dump({"missing": digest})
 
 
-__all__ = ["TrialDetail", "compare_grid", "config_text", "counted_ids", "default_pair", "generations",
+__all__ = ["TASK_SETS", "TrialDetail", "compare_grid", "config_text", "counted_ids", "default_pair", "generations",
            "rates_per_generation", "step_diff", "tally_of", "trial_detail", "trial_query"]

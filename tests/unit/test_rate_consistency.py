@@ -54,10 +54,16 @@ def _job(ctx: WorkspaceContext, job: str, rows: list[TrialRow], arms: list[Arm],
                          **kw)  # type: ignore[arg-type]
 
 
-@pytest.fixture
-def ws(workspace: WorkspaceContext) -> Iterator[WorkspaceContext]:
-    for i in range(6):
+def _build(workspace: WorkspaceContext, parts: list[str | None],
+           passing: dict[str, dict[str | None, set[int]]]) -> WorkspaceContext:
+    """Holdout tasks h0.. naming `parts` (None: no part), controls, a variant, a shared-level and an infra trial;
+    the model's own K trials per task and generation pass on the attempts `passing[gen][part]` names."""
+    for i, part in enumerate(parts):
         holdout_task(workspace.ws.tasks_dir, f"h{i}", family="a" if i % 2 else "b")
+        if part is not None:
+            toml = workspace.ws.tasks_dir / f"h{i}" / "task.toml"
+            toml.write_text(toml.read_text().replace('split = "holdout"\n',
+                                                     f'split = "holdout"\nholdout_part = "{part}"\n'))
     g0 = workspace.generation("gen-0000")
     cfg = workspace.harness_config_for(g0)
     c1 = cfg.model_copy(update={"loop": cfg.loop.model_copy(update={"max_turns": cfg.loop.max_turns - 1})})
@@ -68,7 +74,7 @@ def ws(workspace: WorkspaceContext) -> Iterator[WorkspaceContext]:
                                  "harness_config": HarnessRef(name=cfg.name, digest=d1)})
     write_yaml_model(workspace.ws.generations_dir / "gen-0001.yaml", cand)
     workspace.store.put_generation(cand)
-    tasks = [t for t in load_pool(workspace.ws.tasks_dir) if t.split == "holdout"]
+    tasks = sorted((t for t in load_pool(workspace.ws.tasks_dir) if t.split == "holdout"), key=lambda t: t.name)
     m0 = Arm(agent="harness", generation="gen-0000", config_digest=g0.harness_config.digest)
     m1 = Arm(agent="harness", generation="gen-0001", config_digest=d1)
     variant = Arm(agent="harness", generation="gen-0001", config_digest=dv, variant="loop.max_turns=-2")
@@ -86,23 +92,40 @@ def ws(workspace: WorkspaceContext) -> Iterator[WorkspaceContext]:
             at += 1
             gate.append(_trial("gate-1", m0, t, n, passed=True, at=at))  # the probe: all pass
     _job(ws_, "gate-1", gate, [*ctl.values(), m0], phase="discover", parent_job="disc-1")
-    # the model's own trials (4 per task and generation), one shared-level pass first (promote does not accept
+    # the model's own trials (K per task and generation), one shared-level pass first (promote does not accept
     # it), one infra error; and a variant config of gen-0001 that passes everything (another arm)
     rows: list[TrialRow] = []
     for t in tasks:
+        part = parts[int(t.name[1:])]
         at += 1
         rows.append(_trial("run-1", m0, t, 9, passed=True, at=at, integrity="shared"))
         for gen, arm in (("gen-0000", m0), ("gen-0001", m1)):
             for n in range(1, K + 1):
                 at += 1
-                rows.append(_trial("run-1", arm, t, n, passed=n in PASSING[gen], at=at))
+                rows.append(_trial("run-1", arm, t, n, passed=n in passing[gen][part], at=at))
         at += 1
         rows.append(_trial("run-1", m1, t, 8, passed=False, at=at, error_type="sandbox_error"))
         for n in range(1, K + 1):
             at += 1
             rows.append(_trial("run-1", variant, t, n, passed=True, at=at))
     _job(ws_, "run-1", rows, [m0, m1, variant])
-    yield workspace
+    return workspace
+
+
+@pytest.fixture
+def ws(workspace: WorkspaceContext) -> Iterator[WorkspaceContext]:
+    """Six holdout tasks naming no part (a holdout discovered before the split: all unseen, gated as one)."""
+    yield _build(workspace, [None] * 6, {g: {None: p} for g, p in PASSING.items()})
+
+
+def _plant_control_passes(ctx: WorkspaceContext) -> None:
+    """The oracle and a hinted rollout of gen-0001 pass every holdout task, in a plain run job, finished before any
+    model trial (so a rate that took controls for the model would count them among its K)."""
+    tasks = [t for t in load_pool(ctx.ws.tasks_dir) if t.split == "holdout"]
+    d1 = ctx.generation("gen-0001").harness_config.digest
+    arms = [Arm(agent="oracle", generation="gen-0001"), Arm(agent="hinted", generation="gen-0001", config_digest=d1)]
+    _job(ctx, "run-2", [_trial("run-2", a, t, 1, passed=True, at=-1 - i) for i, t in enumerate(tasks)
+                        for a in arms], arms)
 
 
 def _figures(ctx: WorkspaceContext, tmp: Path) -> dict[str, tuple[float, float]]:
@@ -146,13 +169,7 @@ def test_every_surface_shows_the_gates_holdout_rate_and_no_control_moves_it(ws: 
     for surface, got in before.items():
         assert got == (pytest.approx(gate[0], abs=5e-4), pytest.approx(gate[1], abs=5e-4)), surface
 
-    # a planted control pass: the oracle and a hinted rollout of gen-0001 on every holdout task, in a plain run job,
-    # finished before any model trial (so a rate that took controls for the model would count them among its K)
-    tasks = [t for t in load_pool(ws.ws.tasks_dir) if t.split == "holdout"]
-    d1 = ws.generation("gen-0001").harness_config.digest
-    arms = [Arm(agent="oracle", generation="gen-0001"), Arm(agent="hinted", generation="gen-0001", config_digest=d1)]
-    _job(ws, "run-2", [_trial("run-2", a, t, 1, passed=True, at=-1 - i) for i, t in enumerate(tasks)
-                       for a in arms], arms)
+    _plant_control_passes(ws)  # a planted control pass moves no figure
     assert _figures(ws, tmp_path) == before
     again = promote(ws, PromoteRequest("gen-0001", dry_run=True), provider=FakeSandboxProvider(tmp_path / "fake2"))
     assert (again.verdict.parent_rate, again.verdict.candidate_rate) == gate
