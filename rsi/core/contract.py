@@ -167,6 +167,10 @@ class Discovery(_Strict):
     max_difficulty: int = Field(default=10, ge=1, le=10)
 
 
+SourceKind = Literal["self", "hinted", "oracle"]
+SOURCE_KINDS: tuple[SourceKind, ...] = ("self", "hinted", "oracle")
+
+
 class TrainingRules(_Strict):
     """What `rsi update` may train on and how far a candidate may move from its parent."""
 
@@ -188,8 +192,7 @@ class TrainingRules(_Strict):
     # The update refuses a dataset whose sample holds more than this share of an unseen-template holdout
     # reference's command n-grams (rsi.core.leakage); the highest share is reported whatever it is.
     max_reference_overlap: float = Field(default=0.5, gt=0, le=1)
-    sources: list[Literal["self", "hinted", "oracle"]] = Field(default_factory=lambda: ["self", "hinted", "oracle"],
-                                                              min_length=1)
+    sources: list[SourceKind] = Field(default_factory=lambda: list(SOURCE_KINDS), min_length=1)
 
 
 class Contract(_Strict):

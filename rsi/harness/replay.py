@@ -97,9 +97,9 @@ class OracleReplayAgent:
         commands = _reference(ctx)
         if not commands:
             ctx.trial_dir.mkdir(parents=True, exist_ok=True)
-            out = AgentOutcome(error_type=ErrorType.AGENT_ERROR,
-                               error_message=f"task {ctx.task.name} has no reference command in solution/solve.sh")
-            (ctx.trial_dir / "agent.log").write_text(out.error_message + "\n")
+            msg = f"task {ctx.task.name} has no reference command in solution/solve.sh"
+            (ctx.trial_dir / "agent.log").write_text(msg + "\n")
+            out = AgentOutcome(error_type=ErrorType.AGENT_ERROR, error_message=msg)
             return out
         workdir = sandbox.workdir or "/app"
         named = named_paths(ctx.task.instruction)
@@ -133,9 +133,9 @@ class HintedAgent:
         commands = _reference(ctx)
         if not commands:
             ctx.trial_dir.mkdir(parents=True, exist_ok=True)
-            out = AgentOutcome(error_type=ErrorType.AGENT_ERROR,
-                               error_message=f"task {ctx.task.name} has no reference command to hint at")
-            (ctx.trial_dir / "agent.log").write_text(out.error_message + "\n")
+            msg = f"task {ctx.task.name} has no reference command to hint at"
+            (ctx.trial_dir / "agent.log").write_text(msg + "\n")
+            out = AgentOutcome(error_type=ErrorType.AGENT_ERROR, error_message=msg)
             return out
         hint = {"level": level, "text": hint_text(level, commands)}
         inner = dataclasses.replace(ctx, extra={**ctx.extra, "hint": hint, "source": f"hinted:{level}"})
