@@ -70,7 +70,8 @@ def part_lines(r: DiffReport) -> list[str]:
     out = []
     for x in rows:
         p = x["ni_p_value"] if x["role"] == "non_inferiority" else x["p_value"]
-        which = "worse by more than the margin" if x["role"] == "non_inferiority" else "better"
+        which = (f"one-sided, that {r.b} is worse by more than the margin" if x["role"] == "non_inferiority"
+                 else f"one-sided, that {r.b} is better, clustered on units")
         out.append(f"{x['label']} ({role_words(x)}, {x['tasks']} tasks): {r.a} {_pct(x['a_rate'])} "
                    f"({x['a_passes']}/{x['a_trials']}) -> {r.b} {_pct(x['b_rate'])} ({x['b_passes']}/{x['b_trials']}), "
                    f"delta {100 * (x['delta'] or 0):+.1f} pts, p = {'n/a' if p is None else f'{p:.4g}'} ({which})")

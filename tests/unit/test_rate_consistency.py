@@ -217,3 +217,105 @@ def test_jobs_show_counts_the_model_arms_and_lists_controls_apart(ws: WorkspaceC
     listed = {j["job"]: j for j in json.loads(runner.invoke(app, ["-w", str(ws.ws.root), "jobs", "list",
                                                                    "--json"]).output)}
     assert listed["mixed"]["pass_at_1"] == pytest.approx(0.25) and listed["controls"]["counts"] != "model arms"
+
+
+# a two-part holdout: five in-skill tasks and five unseen-template ones (h9 names no part: it counts as unseen), each
+# part with the units its gate needs; per part which attempts pass: in-skill 1/4 -> 3/4, unseen 2/4 -> 2/4 (pooled over
+# both parts: 3/8 -> 5/8, a figure no gate uses)
+TWO_PARTS: list[str | None] = ["in_skill"] * 5 + ["unseen"] * 4 + [None]
+PASSING_BY_PART = {"gen-0000": {"in_skill": {1}, "unseen": {1, 2}, None: {1, 2}},
+                   "gen-0001": {"in_skill": {1, 2, 3}, "unseen": {2, 3}, None: {2, 3}}}
+
+
+@pytest.fixture
+def two_part_ws(workspace: WorkspaceContext) -> Iterator[WorkspaceContext]:
+    yield _build(workspace, TWO_PARTS, PASSING_BY_PART)
+
+
+def _part_figures(ctx: WorkspaceContext, tmp: Path) -> dict[str, dict[str, tuple[float, float]]]:
+    """Per holdout part, the rate of (gen-0000, gen-0001) as each surface shows it."""
+    runner = CliRunner()
+    root = str(ctx.ws.root)
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    res = runner.invoke(app, ["-w", root, "diff", "gen-0000", "gen-0001", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.output)
+    assert got["overall"]["scope"] == "holdout, both parts pooled"  # the pooled figure says what it is
+    out["rsi diff --json"] = {x["part"]: (x["a_rate"], x["b_rate"]) for x in got["parts"] if x["part"] != "suite"}
+    res = runner.invoke(app, ["-w", root, "diff", "gen-0000", "gen-0001"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    out["rsi diff (terminal)"] = {
+        part: (float(m.group(1)) / 100, float(m.group(2)) / 100) for part, label in
+        (("in_skill", "in-skill"), ("unseen", "unseen-template"))
+        if (m := re.search(rf"{label} holdout \([^)]*, 5 tasks\): gen-0000 ([\d.]+)% \(\d+/\d+\) -> gen-0001 "
+                           r"([\d.]+)%", text))}
+    page = tmp / f"diff-parts-{len(list(tmp.glob('*.html')))}.html"
+    res = runner.invoke(app, ["-w", root, "diff", "gen-0000", "gen-0001", "--format", "html", "-o", str(page)])
+    assert res.exit_code == 0, res.output
+    out["diff report html"] = {p: (float(a), float(b)) for p, a, b in re.findall(
+        r'<tr class="part-row" data-part="(in_skill|unseen)" data-a="([\d.]+)" data-b="([\d.]+)"', page.read_text())}
+    view = ViewContext.open(ctx.ws.root)
+    try:
+        with TestClient(create_app(view, index_path=tmp / f"index-parts-{len(list(tmp.glob('*.db')))}.db")) as client:
+            grid = client.get("/compare?split=holdout").text
+            cells = {(p, c): int(n) / int(d) for p, c, n, d in re.findall(
+                r'data-part="(in_skill|unseen)" data-col="(gen-000[01])" data-passes="(\d+)" data-graded="(\d+)"',
+                grid)}
+            out["viewer compare grid"] = {p: (cells[(p, "gen-0000")], cells[(p, "gen-0001")])
+                                          for p in ("in_skill", "unseen") if (p, "gen-0000") in cells}
+            for part in ("in_skill", "unseen"):  # the grid of one part: its headline row is that part's figure
+                one = client.get(f"/compare?split={part}").text
+                tot = {c: int(n) / int(d) for c, n, d in re.findall(
+                    r'class="cell total" data-col="(gen-000[01])" data-passes="(\d+)" data-graded="(\d+)"', one)}
+                out.setdefault("viewer compare grid, one part", {})[part] = (tot["gen-0000"], tot["gen-0001"])
+            gens = client.get("/generations").text
+            rows = {g: (a, b) for g, a, b in re.findall(
+                r'data-generation="(gen-000[01])" data-holdout="[\d.]*" data-in-skill="([\d.]+)" '
+                r'data-unseen="([\d.]+)"', gens)}
+            out["viewer generations"] = {
+                "in_skill": (float(rows["gen-0000"][0]), float(rows["gen-0001"][0])),
+                "unseen": (float(rows["gen-0000"][1]), float(rows["gen-0001"][1]))}
+    finally:
+        view.close()
+    return out
+
+
+def test_every_surface_shows_each_holdout_part_as_the_gate_does(two_part_ws: WorkspaceContext,
+                                                                 tmp_path: Path) -> None:
+    ws = two_part_ws
+    outcome = promote(ws, PromoteRequest("gen-0001"), provider=FakeSandboxProvider(tmp_path / "fake"))
+    assert outcome.trials["planned"] == 0  # the planted model trials were the evidence
+    v = outcome.verdict
+    gate = {p.part: (p.parent, p.candidate) for p in v.parts}
+    # the model's own K per task: in-skill 1/4 -> 3/4 over 5 tasks, unseen (h9, naming no part, among them) 2/4 -> 2/4
+    assert gate == {"in_skill": (pytest.approx(5 / 20), pytest.approx(15 / 20)),
+                    "unseen": (pytest.approx(10 / 20), pytest.approx(10 / 20))}
+    assert (v.parent_rate, v.candidate_rate) == gate["in_skill"]  # the headline is the superiority part's
+    before = _part_figures(ws, tmp_path)
+    assert len(before) == 6
+    for surface, got in before.items():
+        assert set(got) == {"in_skill", "unseen"}, (surface, got)
+        for part, (a, b) in got.items():
+            assert (a, b) == (pytest.approx(gate[part][0], abs=5e-4), pytest.approx(gate[part][1], abs=5e-4)), \
+                (surface, part)
+
+    _plant_control_passes(ws)  # a planted control pass moves no figure
+    assert _part_figures(ws, tmp_path) == before
+    again = promote(ws, PromoteRequest("gen-0001", dry_run=True), provider=FakeSandboxProvider(tmp_path / "fake2"))
+    assert {p.part: (p.parent, p.candidate) for p in again.verdict.parts} == gate
+
+
+def test_a_part_cell_links_to_exactly_that_parts_trials(two_part_ws: WorkspaceContext, tmp_path: Path) -> None:
+    """The in-skill headline cell of gen-0001 lists the 4 counted trials of each in-skill task, and no unseen one."""
+    view = ViewContext.open(two_part_ws.ws.root)
+    try:
+        with TestClient(create_app(view, index_path=tmp_path / "index.db")) as client:
+            grid = client.get("/compare?split=holdout").text
+            link = re.search(r'data-part="in_skill" data-col="gen-0001"[^>]*><a href="([^"]+)">', grid)
+            assert link, grid[:3000]
+            listed = client.get(html.unescape(link.group(1)) + "&limit=200").text
+            ids = re.findall(r'<tr class="trial-row" data-id="([^"]+)"', listed)
+            assert len(ids) == 5 * K and {i.split(".")[1] for i in ids} == {f"h{i}" for i in range(5)}
+    finally:
+        view.close()
