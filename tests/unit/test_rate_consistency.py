@@ -6,6 +6,10 @@ The workspace holds what confused a new user: discover's oracle, nop and known-w
 level the contract does not accept for promotion, and an infra error. The model's own trials are planted through
 the store (4 per task and generation, as promote asks), so `rsi promote` reuses them and runs nothing. Then a
 control pass is planted (an oracle and a hinted trial of gen-0001, in a plain run job): no figure moves.
+
+The same holds per part of a two-part holdout (in-skill, the superiority gate; unseen-template, non-inferiority; a
+task naming no part counts as unseen): each part's rate on every surface equals the gate's `verdict.parts` figure,
+and the figure pooled over both parts (which no gate uses) says so wherever it is shown.
 """
 
 from __future__ import annotations
