@@ -28,6 +28,7 @@ from typer.testing import CliRunner
 from rsi.cli.app import app
 from rsi.core.arm import Arm
 from rsi.core.generation import GenerationState, HarnessRef
+from rsi.core.task import Task
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.promote.phase import PromoteRequest, promote
 from rsi.sandbox.fake import FakeSandboxProvider
@@ -43,13 +44,13 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 PASSING = {"gen-0000": {1}, "gen-0001": {1, 2, 3}}
 
 
-def _trial(job: str, arm: Arm, task: object, n: int, *, passed: bool, at: int, **kw: object) -> TrialRow:
-    return TrialRow(id=f"{job}.{task.name}.{arm.id}.{n}", job_id=job, task_name=task.name,  # type: ignore[attr-defined]
-                    task_digest=task.digest, agent=arm.agent, generation=arm.generation,  # type: ignore[attr-defined]
-                    arm_id=arm.id, variant=arm.variant, harness_config_digest=arm.config_digest, attempt=n,
-                    status="done", passed=passed, reward=float(passed), split="holdout",
-                    integrity=kw.pop("integrity", "declared_outputs"), trial_dir=f".rsi/jobs/{job}/{n}",
-                    finished_at=T0 + timedelta(seconds=at), **kw)  # type: ignore[arg-type]
+def _trial(job: str, arm: Arm, task: Task, n: int, *, passed: bool, at: int,
+           integrity: str | None = "declared_outputs", error_type: str | None = None) -> TrialRow:
+    return TrialRow(id=f"{job}.{task.name}.{arm.id}.{n}", job_id=job, task_name=task.name, task_digest=task.digest,
+                    agent=arm.agent, generation=arm.generation, arm_id=arm.id, variant=arm.variant,
+                    harness_config_digest=arm.config_digest, attempt=n, status="done", passed=passed,
+                    reward=float(passed), split="holdout", integrity=integrity, error_type=error_type,
+                    trial_dir=f".rsi/jobs/{job}/{n}", finished_at=T0 + timedelta(seconds=at))
 
 
 def _job(ctx: WorkspaceContext, job: str, rows: list[TrialRow], arms: list[Arm], **kw: object) -> None:
