@@ -86,8 +86,10 @@ class Preflight:
                  if wait else "")
         return (f"plan: baseline {self.baseline_trials} trial(s) ({self.reused} reused) ~{self.baseline_cost:.4g} "
                 f"{self.unit}; attribution controls {self.controls_now} trial(s) ({self.controls_reused} "
-                f"reused) ~{self.control_cost:.4g}{later}; search ~{max(left, 0):.4g} {self.unit} of {self.limit:g}"
-                f"{already} ({how})")
+                f"reused) ~{self.control_cost:.4g}{later}; "
+                + (f"training-data sources and search ~{max(left, 0):.4g}" if self.searching
+                   else f"training-data sources ~{max(left, 0):.4g} (no config search)")
+                + f" {self.unit} of {self.limit:g}{already} ({how})")
 
 
 def preflight(ctx: WorkspaceContext, gen: str, pool: Pool, attempts: int, unit: str, limit: float,
