@@ -193,13 +193,14 @@ def fit(model: Any, logps: Scorer | Callable[[Sample], Any], *, sft: list[Sample
     params = [p for p in model.parameters() if p.requires_grad]
 
     def measure(xs: list[Sample]) -> list[Any]:
+        """Each sample's log-probabilities, in the order of `xs` (the scorer may group and reorder them)."""
         model.eval()
-        out: list[Any] = []
+        got: dict[int, Any] = {}
         with torch.no_grad():
             for group in scorer.split(xs):
-                out += [v.detach() for v in scorer(group)]
+                got.update((id(x), v.detach()) for x, v in zip(group, scorer(group), strict=True))
         model.train()
-        return out
+        return [got[id(x)] for x in xs]
 
     # the parent's log-probabilities: the model as loaded, before any step
     first = pool if kl_coef > 0 else []

@@ -185,3 +185,31 @@ def test_local_backend_old_and_packed_agree_and_report_throughput(tmp_path: Path
     assert tp["train_work"]["tokens"] < to["train_work"]["tokens"]  # the shared prefixes ran once
     assert to["trained_tokens"] == tp["trained_tokens"] and tp["samples_per_sec"] > 0
     assert tp["threads"]["inter_op"] == 1 and tp["dtype"] == "float32"
+
+
+def test_the_parents_logprobs_stay_with_their_own_samples_when_the_scorer_reorders_them() -> None:
+    """A packing scorer groups samples by length, not in the order given: the KL reference (the parent's
+    log-probabilities, measured before the first step) must still be each sample's own (found by the demo: a
+    reference of another sample's length crashed the first step)."""
+    import torch
+
+    from rsi.core.training import TrainSettings
+    from rsi.train.fit import Sample, fit
+
+    w = torch.nn.Parameter(torch.tensor(0.0))
+    model = torch.nn.Module()
+    model.w = w  # type: ignore[assignment]
+
+    class LengthSorted:
+        def split(self, samples: list[Sample]) -> list[list[Sample]]:
+            return [sorted(samples, key=lambda x: len(x.completion))]  # reordered, as packing does
+
+        def __call__(self, samples: list[Sample]) -> list[torch.Tensor]:
+            return [torch.log_softmax(torch.stack([w * len(x.completion), torch.tensor(0.0)]), 0)[0]
+                    .expand(len(x.completion)) for x in samples]
+
+    samples = [Sample([1], list(range(n)), None, 0.0, True, f"t{n}") for n in (23, 3, 11)]
+    res = fit(model, LengthSorted(), sft=samples, pg=[], validation=[], evaluate=samples, kl_coef=0.5,
+              s=TrainSettings(steps=2, batch_size=3, learning_rate=0.1))
+    assert res.steps == 2 and res.kl_curve[0] == pytest.approx(0.0, abs=1e-9), "step 1: the model is its parent"
+    assert res.kl_curve[1] > 0
