@@ -300,7 +300,7 @@ def _clear(directory: Path, created: bool) -> None:
 def demo(
     directory: Annotated[Path, typer.Option("--dir", help="The fresh workspace to create.")] = Path("rsi-demo"),
     budget: Annotated[float, typer.Option("--budget", help="Trials per cycle, all phases (most are cheap "
-                                          "controls and replays, no model call).")] = 1800,
+                                          "controls and replays, no model call).")] = 2050,
     cycles: Annotated[int, typer.Option("--cycles", help="Cycles to run, each on the generation the one before "
                                         "promoted.")] = 1,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
