@@ -53,6 +53,14 @@ def _reference(ctx: AgentContext) -> list[str]:
     return reference_actions(path.read_text(errors="replace"), ctx.task.spec.environment.workdir)
 
 
+def _no_reference(ctx: AgentContext, what: str) -> AgentOutcome:
+    """The agent's own error (never the model's): the task's solution/solve.sh holds no command."""
+    msg = f"task {ctx.task.name} has no reference command {what}"
+    ctx.trial_dir.mkdir(parents=True, exist_ok=True)
+    (ctx.trial_dir / "agent.log").write_text(msg + "\n")
+    return AgentOutcome(error_type=ErrorType.AGENT_ERROR, error_message=msg)
+
+
 class ReplayModel:
     """A `ChatModel` that answers each call with the next scripted action in the config's action format, then the
     finish (the finish word, or a `submit` call). Text replies go through the config's stop strings as a server
@@ -96,11 +104,7 @@ class OracleReplayAgent:
             raise AgentSetupError("agent 'oracle-replay' needs a harness config (the serving config it replays in)")
         commands = _reference(ctx)
         if not commands:
-            ctx.trial_dir.mkdir(parents=True, exist_ok=True)
-            msg = f"task {ctx.task.name} has no reference command in solution/solve.sh"
-            (ctx.trial_dir / "agent.log").write_text(msg + "\n")
-            out = AgentOutcome(error_type=ErrorType.AGENT_ERROR, error_message=msg)
-            return out
+            return _no_reference(ctx, "in solution/solve.sh")
         workdir = sandbox.workdir or "/app"
         named = named_paths(ctx.task.instruction)
         outputs = [p for p in (ctx.task.spec.verifier.reads or []) if not p.endswith("/")]
@@ -132,11 +136,7 @@ class HintedAgent:
         level = hint_level(ctx.variant)
         commands = _reference(ctx)
         if not commands:
-            ctx.trial_dir.mkdir(parents=True, exist_ok=True)
-            msg = f"task {ctx.task.name} has no reference command to hint at"
-            (ctx.trial_dir / "agent.log").write_text(msg + "\n")
-            out = AgentOutcome(error_type=ErrorType.AGENT_ERROR, error_message=msg)
-            return out
+            return _no_reference(ctx, "to hint at")
         hint = {"level": level, "text": hint_text(level, commands)}
         inner = dataclasses.replace(ctx, extra={**ctx.extra, "hint": hint, "source": f"hinted:{level}"})
         return HarnessAgent().run(sandbox, inner)

@@ -83,24 +83,34 @@ def probe_rate(trials: list[TrialRow]) -> tuple[float | None, int]:
 
 def evaluate_probe(ctx: WorkspaceContext, job_id: str, cands: list[CandidateRow], res: StageResult,
                    band: tuple[float, float]) -> None:
-    store, by = ctx.store, _by_task(res.trials)
+    by = _by_task(res.trials)
     for c in cands:
         ts = by.get(c.name, [])
-        if not ts or _undecided(ts):
-            continue
-        rate, n = probe_rate(ts)
-        assert rate is not None
-        ids = [t.id for t in ts]
-        where = in_band(rate, band)
-        if where == "in":
-            store.update_candidate(job_id, c.name, probe_pass_rate=rate, probe_trials=n, evidence=ids)
-        elif where == "above":
-            store.update_candidate(job_id, c.name, state="dropped", reason="above_band", probe_pass_rate=rate,
-                                   probe_trials=n, detail=f"pass rate {rate:.2f} > {band[1]:g}", evidence=ids)
-            _mark_task(ctx, c, "rejected", f"above_band: pass rate {rate:.2f}")
-        else:
-            _reject(ctx, job_id, c, "below_band", f"pass rate {rate:.2f} < {band[0]:g}", ids)
-            store.update_candidate(job_id, c.name, probe_pass_rate=rate, probe_trials=n)
+        if ts and not _undecided(ts):
+            _place(ctx, job_id, c, ts, band, None)
+
+
+def _place(ctx: WorkspaceContext, job_id: str, c: CandidateRow, ts: list[TrialRow], band: tuple[float, float],
+           sibling_note: str | None) -> None:
+    """Admit-ready, drop (above the band) or reject (below) `c` by the pass rate of probe trials `ts`: its own,
+    or (`sibling_note` says so) its template's probed candidates', which then count as none of its own."""
+    store = ctx.store
+    rate, n = probe_rate(ts)
+    assert rate is not None
+    ids = [t.id for t in ts]
+    own = n if sibling_note is None else 0
+    where = in_band(rate, band)
+    if where == "in":
+        store.update_candidate(job_id, c.name, probe_pass_rate=rate, probe_trials=own, evidence=ids,
+                               **({"detail": sibling_note} if sibling_note else {}))
+    elif where == "above":
+        detail = sibling_note or f"pass rate {rate:.2f} > {band[1]:g}"
+        store.update_candidate(job_id, c.name, state="dropped", reason="above_band", probe_pass_rate=rate,
+                               probe_trials=own, detail=detail, evidence=ids)
+        _mark_task(ctx, c, "rejected", f"above_band: {sibling_note or f'pass rate {rate:.2f}'}")
+    else:
+        _reject(ctx, job_id, c, "below_band", sibling_note or f"pass rate {rate:.2f} < {band[0]:g}", ids)
+        store.update_candidate(job_id, c.name, probe_pass_rate=rate, probe_trials=own)
 
 
 def candidate_template(c: CandidateRow) -> str:
@@ -132,8 +142,7 @@ def evaluate_by_template(ctx: WorkspaceContext, job_id: str, rest: dict[str, lis
                          trials: list[TrialRow], band: tuple[float, float]) -> None:
     """Place each unprobed candidate in the band by the pooled probe rate of its template's probed candidates;
     a template none of whose candidates finished its probe leaves its others undecided (a resume probes them)."""
-    store = ctx.store
-    names = {c.name: candidate_template(c) for c in store.candidates(job_id)}
+    names = {c.name: candidate_template(c) for c in ctx.store.candidates(job_id)}
     pooled: dict[str, list[TrialRow]] = {}
     for t in trials:
         if t.task_name in names:
@@ -143,21 +152,9 @@ def evaluate_by_template(ctx: WorkspaceContext, job_id: str, rest: dict[str, lis
         if not ts or _undecided(ts):
             continue
         rate, n = probe_rate(ts)
-        assert rate is not None
-        ids = [t.id for t in ts]
-        where = in_band(rate, band)
         note = f"by template {tpl}: pass rate {rate:.2f} over {n} probe trial(s) of its probed candidates"
         for c in cands:
-            if where == "in":
-                store.update_candidate(job_id, c.name, probe_pass_rate=rate, probe_trials=0, evidence=ids,
-                                       detail=note)
-            elif where == "above":
-                store.update_candidate(job_id, c.name, state="dropped", reason="above_band", probe_pass_rate=rate,
-                                       probe_trials=0, detail=note, evidence=ids)
-                _mark_task(ctx, c, "rejected", f"above_band: {note}")
-            else:
-                _reject(ctx, job_id, c, "below_band", note, ids)
-                store.update_candidate(job_id, c.name, probe_pass_rate=rate, probe_trials=0)
+            _place(ctx, job_id, c, ts, band, note)
 
 
 def _reject(ctx: WorkspaceContext, job_id: str, c: CandidateRow, reason: str, detail: str, ids: list[str]) -> None:
