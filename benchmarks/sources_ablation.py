@@ -32,6 +32,8 @@ from typing import Any
 
 VARIANTS = {"oracle only": ["oracle"], "hinted only": ["hinted"], "self only": ["self"],
             "all sources": ["self", "hinted", "oracle"]}
+TURNS_PER_SAMPLE = 5  # a replay is look, command(s), check, finish word
+EPOCHS = 2
 
 
 def rsi(ws: Path, *args: str) -> dict[str, Any]:
@@ -95,6 +97,9 @@ def main() -> None:
     ap.add_argument("--attempts", type=int, default=4)
     ap.add_argument("--variants", nargs="*", default=list(VARIANTS))
     ap.add_argument("--keep", type=Path, help="keep the copy here (default: a temporary directory)")
+    ap.add_argument("--batch", type=int, default=8, help="turns per step (the demo's train.batch_size)")
+    ap.add_argument("--reuse", help="the demo's own candidate (e.g. gen-0001) stands for 'all sources' "
+                                    "instead of training it again")
     a = ap.parse_args()
     ws = a.keep or Path(tempfile.mkdtemp(prefix="rsi-ablation-")) / "ws"
     if ws.exists():
@@ -112,7 +117,15 @@ def main() -> None:
     for name in a.variants:
         set_sources(ws, VARIANTS[name])
         try:
-            up = rsi(ws, "update", "--gen", "gen-0000", "--no-load")
+            # the demo's settings, but steps sized to the variant's samples (two epochs of whole trajectories at the
+            # demo's batch of turns): a variant of five samples trained for the demo's 260 steps would only overfit
+            dry = rsi(ws, "update", "--gen", "gen-0000", "--dry-run")
+            n = sum((dry.get("selection", {}).get("samples") or {}).get("by_source", {}).values())
+            steps = max(4, -(-EPOCHS * n * TURNS_PER_SAMPLE // a.batch))
+            if a.reuse and name == "all sources":
+                up = {"candidate": a.reuse, "selection": dry.get("selection", {})}
+            else:
+                up = rsi(ws, "update", "--gen", "gen-0000", "--no-load", "--steps", str(steps))
         except RuntimeError as e:
             print(f"{name}: no candidate ({e})", flush=True)
             continue
