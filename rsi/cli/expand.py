@@ -57,6 +57,10 @@ def expand(
     replays: Annotated[int, typer.Option("--replays", help="Oracle replays per train task: the reference replayed "
                                          "through the production harness as the agent's turns (training data; no "
                                          "model call). 0: none.")] = 1,
+    replay_style: Annotated[str, typer.Option(
+        "--replay-style", help="How a replay frames the reference: plain (its commands, then the finish word), look "
+                               "(a look at the inputs first), careful (a look first, a check of the output last; "
+                               "measured to teach the 135M model to look and stop).")] = "plain",
     hints: Annotated[str, typer.Option("--hints", help="The hint ladder for train tasks the baseline failed: the "
                                        "model's own rollouts with 1: the commands the reference uses, 2: its first "
                                        "command, 3: the whole reference; comma-separated, e.g. 1,2,3 (default: "
@@ -89,7 +93,8 @@ def expand(
             levels = tuple(int(x) for x in hints.split(",") if x.strip())
         except ValueError:
             raise InputError("--hints", None, f"'{hints}' is not a comma-separated list of levels 1-3") from None
-        sources = SourcesPlan(replays=replays, hints=levels, hint_attempts=hint_attempts, hint_tasks=hint_tasks)
+        sources = SourcesPlan(replays=replays, hints=levels, hint_attempts=hint_attempts, hint_tasks=hint_tasks,
+                              replay_style=replay_style)
         wctx = open_context(ctx)
         req = ExpandRequest(budget=budget, unit=unit, generation=gen, tasks=tasks, strategy=strategy, seed=seed,
                             attempts=attempts, proposals=proposals, concurrency=concurrency, resume=resume,

@@ -31,7 +31,8 @@ def run(
     variant: Annotated[
         str | None,
         typer.Option("--variant", help="The arm's variant: hint-1 | hint-2 | hint-3 for --agent hinted (default "
-                                       "hint-3: the whole reference as the hint)."),
+                                       "hint-3: the whole reference as the hint); plain | look | careful for "
+                                       "--agent oracle-replay (default plain)."),
     ] = None,
     k: Annotated[int, typer.Option("-k", "--attempts", help="Attempts per task.")] = 1,
     n: Annotated[int, typer.Option("-n", "--concurrency", help="Trials at a time.")] = 1,

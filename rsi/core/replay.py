@@ -153,13 +153,27 @@ def check_command(outputs: list[str]) -> str | None:
     return "cat " + " ".join(shlex.quote(p) for p in outputs[:3])
 
 
-def replay_plan(actions: list[str], *, inputs: list[str], outputs: list[str], max_actions: int) -> ReplayPlan:
-    """Fit look + commands + check into `max_actions` turns (the finish word needs one more): the check goes first,
-    then the look; commands beyond the limit are joined into the last action so the reference still runs whole."""
+# How a replay frames the reference's commands (the `oracle-replay` arm's variant):
+# - plain: the commands, then the finish word (the recipe the issue checked before filing: 8/60 -> 29/60);
+# - look: a look at the inputs first;
+# - careful: a look first and a check of the output last. Measured on the demo (6 December): a candidate trained on
+#   careful replays learned the look and the check and not the command between them (40 of its 48 holdout trials
+#   ran only head/cat and said the finish word): the check's observation (a file's text) followed by the finish
+#   word teaches a 135M model to stop after any file's text. So the loop replays `plain` unless asked.
+REPLAY_STYLES = ("plain", "look", "careful")
+
+
+def replay_plan(actions: list[str], *, inputs: list[str], outputs: list[str], max_actions: int,
+                style: str = "careful") -> ReplayPlan:
+    """Fit look + commands + check (as `style` asks) into `max_actions` turns (the finish word needs one more): the
+    check goes first, then the look; commands beyond the limit are joined into the last action so the reference
+    still runs whole."""
     if max_actions < 1:
         raise ValueError("a replay needs at least one action turn")
-    look: str | None = look_command(inputs)
-    check = check_command(outputs)
+    if style not in REPLAY_STYLES:
+        raise ValueError(f"replay style {style!r} is not one of {', '.join(REPLAY_STYLES)}")
+    look: str | None = look_command(inputs) if style in ("look", "careful") else None
+    check = check_command(outputs) if style == "careful" else None
     cmds = list(actions)
 
     def turns() -> int:
@@ -188,5 +202,5 @@ def named_paths(instruction: str) -> list[str]:
     return out
 
 
-__all__ = ["HINT_LEVELS", "ReplayPlan", "check_command", "hint_text", "look_command", "named_paths",
+__all__ = ["HINT_LEVELS", "REPLAY_STYLES", "ReplayPlan", "check_command", "hint_text", "look_command", "named_paths",
            "reference_actions", "reference_tools", "refers_to_hint", "replay_plan", "script_body"]

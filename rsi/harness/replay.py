@@ -1,6 +1,7 @@
 """Agents that turn a task's reference solution into training data through the production harness (DESIGN §12).
 
-- `oracle-replay`: the reference replayed as the agent's turns. The harness loop runs exactly as it runs the
+- `oracle-replay`: the reference replayed as the agent's turns (the arm's variant: `plain` — the default —, `look`
+  or `careful`, rsi.core.replay.REPLAY_STYLES). The harness loop runs exactly as it runs the
   model — the serving config's system and task prompts, its action format, real observations from the sandbox,
   the finish word — but each reply is the next action of a `ReplayPlan` (rsi.core.replay) instead of a model
   call. No model is called; the trial is graded by the verifier at the task's integrity level like any other.
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rsi.core.harness_config import HarnessConfig
-from rsi.core.replay import named_paths, reference_actions, replay_plan
+from rsi.core.replay import REPLAY_STYLES, named_paths, reference_actions, replay_plan
 from rsi.core.trial import ErrorType, Usage
 from rsi.harness.agent import AGENTS, AgentContext, AgentOutcome, AgentSetupError
 from rsi.harness.agent_loop import HarnessAgent, Limits
@@ -29,6 +30,14 @@ from rsi.sandbox.base import Sandbox
 
 REPLAY = "oracle-replay"
 HINTED = "hinted"
+
+
+def replay_style(variant: str | None) -> str:
+    """The style an `oracle-replay` arm's variant names (None: `plain`, the commands and the finish word)."""
+    style = variant or "plain"
+    if style not in REPLAY_STYLES:
+        raise AgentSetupError(f"agent 'oracle-replay' takes a variant {', '.join(REPLAY_STYLES)}, not {variant!r}")
+    return style
 
 
 def hint_variant(level: int) -> str:
@@ -111,7 +120,8 @@ class OracleReplayAgent:
         # the inputs are the named files that exist before the agent acts (a file to fix is both)
         inputs = [p for p in named if _is_file(sandbox, p, workdir)]
         # one turn is the finish word's
-        plan = replay_plan(commands, inputs=inputs, outputs=outputs, max_actions=Limits(config, ctx).max_turns - 1)
+        plan = replay_plan(commands, inputs=inputs, outputs=outputs, max_actions=Limits(config, ctx).max_turns - 1,
+                           style=replay_style(ctx.variant))
         script = ReplayModel(plan.actions, config)
         inner = dataclasses.replace(ctx, extra={**ctx.extra, "chat_model": script, "source": "oracle"})
         out = HarnessAgent().run(sandbox, inner)
@@ -145,4 +155,5 @@ class HintedAgent:
 AGENTS.add(REPLAY, OracleReplayAgent)
 AGENTS.add(HINTED, HintedAgent)
 
-__all__ = ["HINTED", "REPLAY", "HintedAgent", "OracleReplayAgent", "ReplayModel", "hint_level", "hint_variant"]
+__all__ = ["HINTED", "REPLAY", "HintedAgent", "OracleReplayAgent", "ReplayModel", "hint_level", "hint_variant",
+           "replay_style"]

@@ -149,11 +149,11 @@ def run_job(
         variant = req.variant
         if agent == "hinted" and variant is None:
             variant = "hint-3"
-        if variant is not None and agent == "hinted":
-            from rsi.harness.replay import hint_level
+        if variant is not None and agent in ("hinted", "oracle-replay"):
+            from rsi.harness.replay import hint_level, replay_style
 
             try:
-                hint_level(variant)
+                hint_level(variant) if agent == "hinted" else replay_style(variant)
             except RsiError as e:
                 raise InputError("--variant", None, str(e)) from None
         arm_plans = resolve_arms(ctx, agent, gens, list(req.configs), variant=variant)

@@ -130,7 +130,7 @@ def test_an_oracle_replay_is_the_reference_as_harness_turns_with_no_model_call(t
                                   # the output does not exist before the agent acts: not an input to look at
                                   "test -f /app/n.txt": ExecResult(exit_code=1, stdout="", stderr="")})
     ctx = _ctx(tmp_path, contract, config, solve="#!/bin/bash\nset -e\ncd /app\nwc -l < /app/in.txt > /app/n.txt\n",
-               reads=["/app/n.txt"])
+               reads=["/app/n.txt"], variant="careful")
     out = OracleReplayAgent().run(sb, ctx)  # type: ignore[arg-type]
     assert out.error_type is None and out.usage.calls == 0 and out.model_name == "oracle-replay"
     run = [c for c, _t, _w in sb.commands if not c.startswith("test -f")]
@@ -145,15 +145,32 @@ def test_an_oracle_replay_is_the_reference_as_harness_turns_with_no_model_call(t
     assert traj.rsi["source"] == "oracle" and traj.rsi["stop_reason"] == "finish_word"
 
 
+def test_a_plain_replay_is_the_commands_and_the_finish_word(tmp_path: Path, contract: Contract) -> None:
+    """The loop's default: no look and no check (a check followed by the finish word taught the demo's candidate
+    to stop after reading any file)."""
+    sb = ScriptedSandbox()
+    ctx = _ctx(tmp_path, contract, _config(), solve="#!/bin/bash\nsort -u /app/a > /app/b\nwc -l < /app/b > /app/n\n",
+               reads=["/app/n"])
+    out = OracleReplayAgent().run(sb, ctx)  # type: ignore[arg-type]
+    msgs = load_trajectory(out.trajectory_path).rsi["messages"]  # type: ignore[arg-type]
+    assert [m["content"] for m in msgs if m["role"] == "assistant"][-3:] == [
+        "```bash\nsort -u /app/a > /app/b\n```\n", "```bash\nwc -l < /app/b > /app/n\n```\n", "DONE"]
+    assert [c for c, _t, _w in sb.commands if not c.startswith("test -f")] == [
+        "sort -u /app/a > /app/b", "wc -l < /app/b > /app/n"]
+    with pytest.raises(AgentSetupError):
+        OracleReplayAgent().run(sb, _ctx(tmp_path / "x", contract, _config(), solve="#!/bin/bash\nls\n",  # type: ignore[arg-type]
+                                         variant="sloppy"))
+
+
 def test_an_oracle_replay_in_the_tool_calls_format_calls_bash_then_submit(tmp_path: Path,
                                                                          contract: Contract) -> None:
     config = _config(action_format="tool_calls", tools=["bash", "submit"])
     sb = ScriptedSandbox()
-    ctx = _ctx(tmp_path, contract, config, solve="#!/bin/bash\necho 3 > /app/n.txt\n")
+    ctx = _ctx(tmp_path, contract, config, solve="#!/bin/bash\necho 3 > /app/n.txt\n", variant="look")
     out = OracleReplayAgent().run(sb, ctx)  # type: ignore[arg-type]
     msgs = load_trajectory(out.trajectory_path).rsi["messages"]  # type: ignore[arg-type]
     calls = [c["function"]["name"] for m in msgs if m["role"] == "assistant" for c in m.get("tool_calls") or []]
-    assert calls == ["bash", "bash", "submit"] and out.error_type is None
+    assert calls == ["bash", "bash", "submit"] and out.error_type is None  # the look, the command, submit
 
 
 def test_a_task_without_a_reference_is_an_agent_error_not_a_crash(tmp_path: Path, contract: Contract) -> None:

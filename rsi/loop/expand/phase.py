@@ -146,7 +146,8 @@ def _params(req: ExpandRequest, gen: str, tasks: list[Task], base_digest: str,
             "candidates": manual, "fewshot": req.fewshot, "explore": req.explore,
             "baseline_per_template": req.baseline_per_template, "search": req.search,
             "sources": {"replays": req.sources.replays, "hints": list(req.sources.hints),
-                        "hint_attempts": req.sources.hint_attempts, "hint_tasks": req.sources.hint_tasks}}
+                        "hint_attempts": req.sources.hint_attempts, "hint_tasks": req.sources.hint_tasks,
+                        "replay_style": req.sources.replay_style}}
 
 
 def _check(req: ExpandRequest) -> None:
@@ -204,7 +205,8 @@ def expand(ctx: WorkspaceContext, req: ExpandRequest, hooks: ExpandHooks | None 
                                "search": p.get("search", True),
                                "sources": SourcesPlan(replays=src["replays"], hints=tuple(src["hints"]),
                                                       hint_attempts=src.get("hint_attempts", 1),
-                                                      hint_tasks=src.get("hint_tasks"))})
+                                                      hint_tasks=src.get("hint_tasks"),
+                                                      replay_style=src.get("replay_style", "plain"))})
         gen = ctx.generation(p["generation"])
     else:
         gen = ctx.generation(req.generation)

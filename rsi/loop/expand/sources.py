@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rsi.core.arm import Arm
-from rsi.core.replay import HINT_LEVELS
+from rsi.core.replay import HINT_LEVELS, REPLAY_STYLES
 from rsi.core.trial import is_infra
 from rsi.loop.arms import ArmPlan
 from rsi.loop.context import WorkspaceContext
@@ -32,6 +32,7 @@ REPLAY, HINTED = "oracle-replay", "hinted"
 @dataclass
 class SourcesPlan:
     replays: int = 1  # oracle replays per train task (deterministic: more than 1 only re-checks the reference)
+    replay_style: str = "plain"  # plain | look | careful (rsi.core.replay.REPLAY_STYLES): the replay arm's variant
     # the hint ladder, lowest first; empty (the default of a plain `rsi expand`): no hinted rollouts, since they
     # cost model trials the config search would otherwise spend (`rsi cycle` and `rsi demo` climb it)
     hints: tuple[int, ...] = ()
@@ -41,6 +42,8 @@ class SourcesPlan:
     def check(self) -> list[str]:
         bad = [lv for lv in self.hints if lv not in HINT_LEVELS]
         out = [f"--hints: {bad} not in {list(HINT_LEVELS)}"] if bad else []
+        if self.replay_style not in REPLAY_STYLES:
+            out.append(f"--replay-style: '{self.replay_style}' is not one of {', '.join(REPLAY_STYLES)}")
         if self.replays < 0:
             out.append("--replays: must be 0 or more")
         if self.hint_attempts < 1:
@@ -92,9 +95,11 @@ def run_sources(ctx: WorkspaceContext, gen_id: str, base: ArmPlan, pool: Pool, r
     gen = base.generation
     dirs = [Path(t.path) for t in pool.tasks]
     if plan.replays > 0:
-        arm = ArmPlan(Arm(agent=REPLAY, generation=gen_id, config_digest=base.arm.config_digest), gen, base.config)
+        style = None if plan.replay_style == "plain" else plan.replay_style  # plain: the arm as `rsi run` makes it
+        arm = ArmPlan(Arm(agent=REPLAY, generation=gen_id, config_digest=base.arm.config_digest, variant=style), gen,
+                      base.config)
         have = _rows(ctx, gen_id, pool, REPLAY)
-        cells = [(t.name, arm.arm.id, plan.replays - len(have.get((t.name, None), []))) for t in pool.tasks]
+        cells = [(t.name, arm.arm.id, plan.replays - len(have.get((t.name, style), []))) for t in pool.tasks]
         res = runner.run(Stage("replays", [arm], _trim(cells, room), dirs, part="sources"))
         if res.stop:
             return res.stop
