@@ -21,6 +21,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 NGRAM = 4
+# A reference of fewer n-grams (under six words) is too generic to say where a sample's command came from
+# (`echo ok > out.txt` is anyone's answer): it is counted (`short_references`) and not used for the overlap rule.
+MIN_REFERENCE_NGRAMS = 3
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class LeakReport:
     max_overlap_with: str | None  # (sample, reference task) of that figure
     samples: int
     references: int
+    short_references: int = 0  # unseen references too short to attribute a sample's command to (not used)
 
     @property
     def ok(self) -> bool:
@@ -74,6 +78,7 @@ class LeakReport:
         for leak in self.leaks:
             by_rule[leak.rule] = by_rule.get(leak.rule, 0) + 1
         return {"ok": self.ok, "samples": self.samples, "unseen_references": self.references,
+                "short_references": self.short_references,
                 "max_reference_overlap": round(self.max_overlap, 4), "max_overlap_with": self.max_overlap_with,
                 "leaks": by_rule, "examples": [str(x) for x in self.leaks[:5]]}
 
@@ -116,7 +121,8 @@ def held_out_phrasing(phrasing: int | None, phrasings: int | None, holdout_count
 
 def find_leaks(samples: list[SampleFacts], sealed: SealedFacts) -> LeakReport:
     leaks: list[Leak] = []
-    refs = {name: command_ngrams(cmds) for name, cmds in sealed.unseen_references.items()}
+    grams_of = {name: command_ngrams(cmds) for name, cmds in sealed.unseen_references.items()}
+    refs = {name: g for name, g in grams_of.items() if len(g) >= MIN_REFERENCE_NGRAMS}
     best, best_with = 0.0, None
     for s in samples:
         if s.task_digest is not None and s.task_digest in sealed.sealed_digests:
@@ -138,8 +144,8 @@ def find_leaks(samples: list[SampleFacts], sealed: SealedFacts) -> LeakReport:
                 leaks.append(Leak(s.sample_id, "reference_overlap",
                                   f"{share:.0%} of unseen holdout task {name}'s reference command n-grams"))
     return LeakReport(leaks=leaks, max_overlap=best, max_overlap_with=best_with, samples=len(samples),
-                      references=len(refs))
+                      references=len(refs), short_references=len(grams_of) - len(refs))
 
 
-__all__ = ["NGRAM", "Leak", "LeakReport", "SampleFacts", "SealedFacts", "command_ngrams", "find_leaks",
-           "held_out_phrasing", "overlap"]
+__all__ = ["MIN_REFERENCE_NGRAMS", "NGRAM", "Leak", "LeakReport", "SampleFacts", "SealedFacts", "command_ngrams",
+           "find_leaks", "held_out_phrasing", "overlap"]

@@ -83,6 +83,12 @@ def test_each_leak_rule_names_the_sample() -> None:
     assert report.max_overlap == 1.0 and report.max_overlap_with == "copied ~ hold-1"
 
 
+def test_a_reference_too_short_to_attribute_is_counted_and_not_used() -> None:
+    sealed = SealedFacts(unseen_references={"tiny": ("echo ok > /app/out.txt",)})
+    report = find_leaks([_facts("same", actions=("```bash\necho ok > /app/out.txt\n```",))], sealed)
+    assert report.ok and report.short_references == 1 and report.references == 0
+
+
 def test_the_same_operation_on_other_names_is_not_a_reference_overlap() -> None:
     ref = command_ngrams(["grep -c ERROR /app/app.log > /app/n.txt"])
     mine = command_ngrams(["```bash\ngrep -c WARN /app/server.log > /app/count.txt\n```"])
