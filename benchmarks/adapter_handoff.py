@@ -29,6 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _records import Recorder  # noqa: E402
+
 from rsi.models.client import ChatClient  # noqa: E402
 from rsi.models.embedded import DEFAULT_MODEL_ID  # noqa: E402
 
@@ -138,6 +140,13 @@ def main() -> None:
     print(f"restart with merged weights: {b:.3f} s (median of {len(restarts)}: "
           f"{', '.join(f'{x:.3f}' for x in restarts)})")
     print(f"hand-off ratio (restart / load-adapter): {b / a:.1f}x (the seed reports up to 18.3x)")
+    rec = Recorder("adapter_handoff", "Adapter hand-off: load on a running server vs restart merged",
+                   context=f"SmolLM2-135M; a LoRA loaded into the running embedded server and answered once, against "
+                           f"merging it and restarting the server (median of {args.repeats}).")
+    rec.add("load_adapter_sec", "load-adapter on a running server, then one answer", a, "s")
+    rec.add("restart_sec", "merge + restart + one answer", b, "s")
+    rec.add("handoff_ratio", "restart / load-adapter", b / a, "x", compare={"seed": "up to 18.3"})
+    rec.write()
 
 
 if __name__ == "__main__":

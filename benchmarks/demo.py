@@ -71,7 +71,7 @@ def record(ws: Path, rec: Recorder) -> None:
     if not cycs:
         raise SystemExit(f"{ws}: no finished cycle job (run `rsi demo` to its end first)")
     start, last = cycs[0], cycs[-1]
-    total = sum(((_ts(str(c["finished"])) - _ts(str(c["created"]))).total_seconds() for c in cycs)) / 60
+    total = sum((_ts(str(c["finished"])) - _ts(str(c["created"]))).total_seconds() for c in cycs) / 60
     rec.wall_sec = total * 60
     rec.add("wall_min", f"wall time ({len(cycs)} cycle{'s' if len(cycs) > 1 else ''}, all phases)", total, "min",
             target=f"<= {TARGET_MIN:g}", compare={"before issue 36": BEFORE["wall_min"]})
@@ -116,7 +116,8 @@ def record(ws: Path, rec: Recorder) -> None:
             rec.add(f"in_template_rate{sfx}", f"in-template pass rate, candidate (train tasks; reported){lbl}",
                     100 * prom["in_template_candidate_rate"], "%",
                     compare={"parent": 100 * (prom.get("in_template_parent_rate") or 0.0)},
-                    note=f"{prom.get('in_template_tasks')} tasks, p {prom.get('in_template_p_value', float('nan')):.2g}")
+                    note=f"{prom.get('in_template_tasks')} tasks, "
+                         f"p {prom.get('in_template_p_value', float('nan')):.2g}")
         rec.add(f"decision{sfx}", f"decision{lbl}", p.get("verdict") or ("promoted" if prom.get("passed") else
                                                                           "rejected"))
     if last is not start:

@@ -37,6 +37,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _records import Recorder  # noqa: E402
+
 from rsi.loop.context import WorkspaceContext  # noqa: E402
 from rsi.loop.init import init_workspace  # noqa: E402
 from rsi.loop.run import RunRequest, run_job  # noqa: E402
@@ -213,6 +215,15 @@ def main() -> int:
           f"within-trial bound {bound:.3f} (first turns counted as all new, so the cross-trial shared head can "
           "lift the share above it)")
     print(f"pass@1: before {before.pass1:.3f}, after {after.pass1:.3f}")
+    rec = Recorder("harness_throughput", "Harness trials per hour (real model, Docker)",
+                   context=f"{len(tasks)} starter tasks x {args.attempts} attempts, -n {args.concurrency}, "
+                           f"temperature 0; before = {args.baseline}, run in the same process.")
+    rec.add("trials_per_hour", "trials per hour, rsi's own loop", after.per_hour, "trials/h",
+            compare={"before": before.per_hour})
+    rec.add("throughput_ratio", "throughput after / before", ratio, "x", target=f">= {TARGET:g}")
+    rec.add("prefix_cache_share", "prefix-cache hit share", share, note=f"within-trial bound {bound:.3f}")
+    rec.add("pass_at_1", "pass@1", after.pass1, compare={"before": before.pass1})
+    rec.write()
     return 0 if ratio >= TARGET and after.pass1 >= before.pass1 else 1
 
 

@@ -33,6 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _records import Recorder  # noqa: E402
+
 from rsi.models.client import ChatClient  # noqa: E402
 from rsi.models.embedded import DEFAULT_MODEL_ID  # noqa: E402
 
@@ -94,7 +96,7 @@ def _best(base: str, model: str, max_tokens: int, n: int, repeats: int) -> float
         return max(t / s for t, s in (_run(client, model, max_tokens, n) for _ in range(repeats)))
 
 
-def _kernels(max_tokens: int) -> None:
+def _kernels(max_tokens: int) -> tuple[float, str]:
     import torch
 
     from rsi.models.server.engine import Engine, GenRequest
@@ -121,6 +123,7 @@ def _kernels(max_tokens: int) -> None:
     same = sum(x == y for x, y in zip(q8, ref, strict=True))
     print(f"int8 token agreement with fp32: {agree}/{total} = {agree / total:.3f} (tokens before the first "
           f"difference); identical answers {same}/{len(ref)}")
+    return agree / total, f"identical answers {same}/{len(ref)}"
 
 
 def main() -> int:
@@ -142,6 +145,10 @@ def main() -> int:
         print(f"{args.concurrency} concurrent: {conc:.1f} tokens/s aggregate; ratio {conc / single:.2f}x")
         return 0
 
+    rec = Recorder("model_server", "Embedded model server throughput",
+                   context=f"SmolLM2-135M, greedy, {args.max_tokens} tokens per answer, best of {args.repeats}; the "
+                           f"'before' server is commit {args.baseline_ref}'s, started from a git archive in the same "
+                           "run.")
     batch = ["--max-batch", str(args.max_batch or args.concurrency)]
     with tempfile.TemporaryDirectory(prefix="rsi-model-bench-") as tmp:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline_ref, "rsi"], check=True,
@@ -162,8 +169,14 @@ def main() -> int:
     print(f"single stream after: {after:.1f} tokens/s (target >= {TARGET_SINGLE:.0f}); ratio {after / before:.2f}x")
     print(f"{args.concurrency} concurrent (after, max batch {batch[1]}): {conc:.1f} tokens/s aggregate; "
           f"ratio concurrent/single {conc / after:.2f}x")
+    rec.add("single_stream", "single stream tokens/s", after, "tokens/s", target=f">= {TARGET_SINGLE:g}",
+            compare={f"before ({args.baseline_ref})": before})
+    rec.add("concurrent_over_single", f"{args.concurrency} concurrent streams over one (aggregate tokens/s)",
+            conc / after, "x", note=f"{conc:.1f} tokens/s aggregate")
     if args.kernels:
-        _kernels(args.max_tokens)
+        agreement, same = _kernels(args.max_tokens)
+        rec.add("int8_agreement", "int8 kernels: token agreement with fp32", agreement, note=same)
+    rec.write()
     return 0
 
 

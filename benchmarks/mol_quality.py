@@ -52,6 +52,7 @@ from rsi.core.task import Task, TaskSpec  # noqa: E402
 from rsi.loop.cycle.demo import DEMO_MOL_DOMAINS  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _records import Recorder  # noqa: E402
 from mol import template_drafts  # noqa: E402  (benchmarks/mol.py: the same template split)
 
 DOMAINS = DEMO_MOL_DOMAINS
@@ -271,6 +272,21 @@ def main() -> None:
     print(f"forgetting on A ({', '.join(A)}): pooled trained on A {fmt(total('gen-0006', A))} -> then on B "
           f"{fmt(total('gen-0007', A))}; MoL: L1 unchanged by adding L2 (sha256 {adapters['L1'][1][:12]} before and "
           f"after), A under L1 {fmt(a_mol)}")
+    rec = Recorder("mol_quality", "Mixture-of-LoRA quality (E6) and forgetting",
+                   context="Per-family pass rate on held-out templates for the base, one pooled LoRA, Mixture-of-LoRA "
+                           "and oracle routing; forgetting: a pooled LoRA trained on A then B vs a new specialist.")
+    for name, v in cols.items():
+        rec.add(f"E6_{name.replace(' ', '_')}", f"held-out pass rate, {name}", 100 * v[0] / max(v[1], 1), "%",
+                note=fmt(v))
+    if cols["MoL"][1] and orc[1]:
+        rec.add("E6_routing_regret", "routing regret (oracle routing - MoL)",
+                orc[0] / orc[1] - cols["MoL"][0] / cols["MoL"][1])
+    ta, tb = total("gen-0006", A), total("gen-0007", A)
+    rec.add("forgetting_pooled", "pooled LoRA on A's held-out tasks after training on B", 100 * tb[0] / max(tb[1], 1),
+            "%", compare={"before training on B": 100 * ta[0] / max(ta[1], 1)})
+    rec.add("forgetting_mol", "MoL on A's held-out tasks after adding a specialist for B",
+            100 * a_mol[0] / max(a_mol[1], 1), "%", note="L1 unchanged (sha256 before and after)")
+    rec.write()
     print(f"workspace: {root}" + ("" if args.keep else " (temporary, removed)"))
     if not args.keep:
         shutil.rmtree(tmp, ignore_errors=True)

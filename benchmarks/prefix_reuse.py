@@ -32,6 +32,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _records import Recorder  # noqa: E402
+
 from rsi.core.contract import Contract  # noqa: E402
 from rsi.core.harness_config import HarnessConfig  # noqa: E402
 from rsi.harness.agent_loop import HarnessAgent  # noqa: E402
@@ -207,6 +209,14 @@ def main() -> None:
             f"mean preserved share={results[policy][1]:.4f}"
         )
     ov, full, base = results["own_view"], results["full"], results["rewrite"]
+    rec = Recorder("prefix_reuse", "P3 prompt-prefix reuse per history policy",
+                   context="A scripted multi-turn trial (no Docker, no model): the share of each call's prompt that "
+                           "repeats the previous call's prompt + reply byte for byte (what a prefix cache reuses).")
+    for policy in ("full", "own_view", "rewrite"):
+        rec.add(f"preserved_{policy}", f"preserved prefix share, {policy} history", results[policy][1],
+                target=">= 0.95" if policy != "rewrite" else None,
+                note="rewrite: the baseline that rebuilds the history each turn" if policy == "rewrite" else "")
+    rec.add("own_view_over_rewrite", "own_view / rewrite (preserved share)", ov[1] / base[1], "x")
     print(f"P3 ratio own_view/full      reuse={ov[0] / full[0]:.4f} preserved={ov[1] / full[1]:.4f}")
     print(f"P3 ratio own_view/rewrite   reuse={ov[0] / base[0]:.4f} preserved={ov[1] / base[1]:.4f}")
     for policy in ("full", "own_view"):
@@ -218,6 +228,10 @@ def main() -> None:
         f"P3 target preserved share >= 0.95: own_view {'PASS' if ov[1] >= 0.95 else 'FAIL'}, "
         f"full {'PASS' if full[1] >= 0.95 else 'FAIL'}"
     )
+    for policy in ("full", "own_view"):
+        rec.add(f"cross_trial_{policy}", f"shared prompt prefix across trials, {policy} (tool calls)",
+                cross_trial_identity(policy))
+    rec.write()
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _records import Recorder  # noqa: E402
+
 from rsi.core.settings import ExecutorSettings  # noqa: E402
 from rsi.loop.context import WorkspaceContext  # noqa: E402
 from rsi.loop.init import init_workspace  # noqa: E402
@@ -71,6 +73,9 @@ def main() -> int:
     sleepy = make_tasks(tmp / "sleepy", 2 * args.trials, prefix="z",
                         solve=f'sleep {args.sleep}; echo ok > "${{SANDBOX_ROOT:-}}/app/out.txt"\n')
     cluster = RayCluster(workers=2)
+    rec = Recorder("ray_executor", "Ray executor: overhead and two-node throughput",
+                   context="A local Ray cluster (head + worker nodes, each with its own dockerd) against the local "
+                           "executor, on trivial oracle tasks (overhead) and sleep-bound ones (throughput).")
     ok = True
     try:
         t = time.monotonic()
@@ -92,6 +97,8 @@ def main() -> int:
         print(f"ray_trial_overhead_ratio {overhead:.2f} (target <= {OVERHEAD_TARGET}; per trial: ray "
               f"{statistics.median(ray_s):.2f}s, local {statistics.median(local_s):.2f}s, median of {args.rounds} "
               f"rounds of {args.trials} trivial oracle trials)", flush=True)
+        rec.add("ray_trial_overhead_ratio", "per-trial time, ray over local", overhead, "x",
+                target=f"<= {OVERHEAD_TARGET}", note=f"median of {args.rounds} rounds of {args.trials} trials")
 
         one = _job(root, sleepy, "ray", cluster.address) * len(sleepy)
         cluster.start_worker(cluster.workers[1])
@@ -106,12 +113,15 @@ def main() -> int:
         ok &= speedup >= THROUGHPUT_TARGET
         print(f"ray_two_node_throughput {speedup:.2f} (target >= {THROUGHPUT_TARGET}; {len(sleepy)} trials sleeping "
               f"{args.sleep:g}s: one node {one:.1f}s, two nodes {two:.1f}s)", flush=True)
+        rec.add("ray_two_node_throughput", "throughput, two worker nodes over one", speedup, "x",
+                target=f">= {THROUGHPUT_TARGET}", note=f"{len(sleepy)} trials sleeping {args.sleep:g} s")
     finally:
         import ray
 
         if ray.is_initialized():
             ray.shutdown()
         cluster.stop()
+    rec.write()
     return 0 if ok else 1
 
 

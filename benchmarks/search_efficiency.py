@@ -38,6 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _records import Recorder  # noqa: E402
+
 from benchmarks.policy_server import Policy, serve  # noqa: E402
 from benchmarks.search_tables import Table, adopted, draw_table, new_coverage, simulate  # noqa: E402
 from rsi.loop.context import WorkspaceContext  # noqa: E402
@@ -190,6 +192,9 @@ def report(tables: list[Table], cells: list[dict[int, Cell]], args: argparse.Nam
           f"{'adopted=best a/r':>17}")
     met = True
     runs = len(tables) * args.seeds
+    rec = Recorder("search_efficiency", f"P5 config search: adaptive vs random ({args.sandbox})",
+                   context=f"{len(tables)} random solving tables x {args.seeds} seed(s), 24 tasks, baseline 4; "
+                           f"{space}; new coverage = tasks the baseline failed that some config solved.")
     for budget in args.budgets:
         a = statistics.mean(c[budget].new("adaptive") for c in cells)
         r = statistics.mean(c[budget].new("random") for c in cells)
@@ -202,10 +207,16 @@ def report(tables: list[Table], cells: list[dict[int, Cell]], args: argparse.Nam
         best = f"{hits[0]}/{runs} {hits[1]}/{runs}"
         print(f"{budget:>6} {a:>6.2f} {r:>6.2f} {ratio(a, r):>6.2f} {'met' if ok else 'MISSED':>6} "
               f"{f'{worst:.2f} (table {at})':>16} {best:>17}")
+        rec.add(f"ratio_b{budget}", f"new coverage adaptive / random at budget {budget}", ratio(a, r), "x",
+                target=">= 2", note=f"adaptive {a:.2f}, random {r:.2f}; worst table {worst:.2f}; "
+                                    f"adopted the best config {hits[0]}/{runs} vs {hits[1]}/{runs}")
     agree = [x for c in cells for b in args.budgets for x in c[b].agree]
     if agree:
         print(f"end-to-end runs whose new coverage equals the simulator's on the same table and seed: "
               f"{sum(agree)} of {len(agree)}")
+        rec.add("sim_agreement", "end-to-end runs matching the simulator", f"{sum(agree)} of {len(agree)}")
+    rec.wall_sec = wall
+    rec.write()
     return met
 
 

@@ -30,6 +30,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from _records import Recorder
+
 VARIANTS = {"oracle only": ["oracle"], "hinted only": ["hinted"], "self only": ["self"],
             "all sources": ["self", "hinted", "oracle"]}
 TURNS_PER_SAMPLE = 5  # a replay is look, command(s), check, finish word
@@ -110,6 +112,10 @@ def main() -> None:
     parts = holdout_dirs(ws)
     template = {d.name: tomllib.loads((d / "task.toml").read_text())["metadata"]["rsi"].get("template") or d.name
                 for ds in parts.values() for d in ds}
+    rec = Recorder("sources_ablation", "Which training-data source carries the gain (issue 36 ablation)",
+                   context=f"From the finished demo in {a.workspace.name}: each variant trains a LoRA from its parent "
+                           f"on that demo's trials, {a.attempts} trials per holdout task, parent re-measured in the "
+                           "same run; p is clustered by template, one-sided.")
     parent = {part: measure(ws, "gen-0000", ds, a.attempts) for part, ds in parts.items() if ds}
     for part, res in parent.items():
         p, n = sum(x[0] for x in res.values()), sum(x[1] for x in res.values())
@@ -128,6 +134,7 @@ def main() -> None:
                 up = rsi(ws, "update", "--gen", "gen-0000", "--no-load", "--steps", str(steps))
         except RuntimeError as e:
             print(f"{name}: no candidate ({e})", flush=True)
+            rec.add(f"{name.replace(' ', '_')}_samples", f"{name}: samples", 0, note=f"no candidate ({e})"[:200])
             continue
         samples = (up.get("selection", {}).get("samples") or {}).get("by_source", {})
         cand = up["candidate"]
@@ -137,8 +144,14 @@ def main() -> None:
             res = measure(ws, cand, ds, a.attempts)
             cp, cn = sum(x[0] for x in res.values()), sum(x[1] for x in res.values())
             pp, pn = sum(x[0] for x in parent[part].values()), sum(x[1] for x in parent[part].values())
+            pval = clustered_p(parent[part], res, template)
             print(f"{name} ({cand}; samples {samples}): {part} {pp}/{pn} -> {cp}/{cn}, clustered one-sided "
-                  f"p = {clustered_p(parent[part], res, template):.4g}", flush=True)
+                  f"p = {pval:.4g}", flush=True)
+            rec.add(f"{name.replace(' ', '_')}_{part}", f"{name}: {part} pass rate", 100 * cp / max(cn, 1), "%",
+                    compare={"parent": 100 * pp / max(pn, 1)},
+                    note=f"{pp}/{pn} -> {cp}/{cn}, p = {pval:.3g}; samples "
+                         + ", ".join(f"{k} {v}" for k, v in sorted(samples.items())))
+        rec.write()
 
 
 if __name__ == "__main__":

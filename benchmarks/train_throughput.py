@@ -40,6 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from _records import Recorder  # noqa: E402
+
 from rsi.core.contract import Contract  # noqa: E402
 from rsi.core.harness_config import HarnessConfig  # noqa: E402
 from rsi.core.training import TrainSettings  # noqa: E402
@@ -188,11 +190,26 @@ def main() -> None:
                   f"{w['padded'] - w['tokens']} padding; dtype {tp['dtype']}, pack {tp['pack']})")
             print(f"ratio {name}: achieved {rate:.1f} GFLOP/s = {rate / limit[tp['dtype']]:.3f} of the "
                   f"{tp['dtype']} matmul limit, {rate / limit['float32']:.3f} of the fp32 limit")
+    rec = Recorder("train_throughput", "Training throughput (local backend)",
+                   context=f"{model_id}, {args.trajectories} synthetic trajectories, {args.steps} steps of batch "
+                           f"{args.batch}; threads intra-op {threads['intra_op']}. The limit is the machine's own "
+                           "matmul rate at the model's layer shapes, measured in the same run.")
+    rec.add("limit_fp32", "matmul limit, fp32", limit["float32"], "GFLOP/s")
+    rec.add("limit_bf16", "matmul limit, bf16", limit["bfloat16"], "GFLOP/s")
+    names = {"old": "old loop (one turn per forward, fp32)", "pack-fp32": "packing, fp32",
+             "new": "defaults (packing + bf16 autocast)"}
+    for name, r in results.items():
+        tp = r["tp"]
+        rec.add(f"tokens_per_sec_{name}", f"training tokens/s, {names.get(name, name)}", tp["tokens_per_sec"],
+                "tokens/s", note=f"{tp['samples_per_sec']:.3f} samples/s; {r['rate'] / limit[tp['dtype']]:.2f} of "
+                                 f"the {tp['dtype']} limit")
     old = results.get("old")
     for name, r in results.items():
         if old is not None and name != "old":
-            print(f"speedup {name} / old: tokens/s {r['tp']['tokens_per_sec'] / old['tp']['tokens_per_sec']:.2f}x, "
+            sp = r['tp']['tokens_per_sec'] / old['tp']['tokens_per_sec']
+            print(f"speedup {name} / old: tokens/s {sp:.2f}x, "
                   f"samples/s {r['tp']['samples_per_sec'] / old['tp']['samples_per_sec']:.2f}x")
+            rec.add(f"speedup_{name}", f"speedup over the old loop, {names.get(name, name)}", sp, "x")
     for name, r in results.items():
         if old is not None and name != "old":
             print(f"accuracy {name}: logprob_before {r['before']:.5f} vs old {old['before']:.5f} "
@@ -202,9 +219,12 @@ def main() -> None:
         rel = max(abs(x - y) / max(abs(x), 1e-9) for x, y in zip(a, b, strict=True))
         print(f"accuracy new vs pack-fp32 loss curve (same batches): max relative diff {rel:.4f}, last step "
               f"{abs(a[-1] - b[-1]) / abs(a[-1]):.4f}; fp32 {[round(x, 4) for x in a]} bf16 {[round(x, 4) for x in b]}")
+        rec.add("bf16_loss_rel_diff", "bf16 loss curve vs fp32 (same batches), max relative difference", rel,
+                note=f"last step {abs(a[-1] - b[-1]) / abs(a[-1]):.4f}")
         fa, ba = results["pack-fp32"]["after"], results["new"]["after"]
         print(f"accuracy new vs pack-fp32 logprob_after (mean over the trained completions): {ba:.5f} vs {fa:.5f} "
               f"(diff {ba - fa:+.5f}; before training {results['new']['before']:.5f})")
+    rec.write()
 
 
 if __name__ == "__main__":

@@ -38,6 +38,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _records import Recorder  # noqa: E402
+
 from rsi.core.arm import Arm, TrialSpec, make_trial_id  # noqa: E402
 from rsi.core.trial import TrialResult  # noqa: E402
 from rsi.exec.trial import TrialEnv, run_trial, sandbox_spec  # noqa: E402
@@ -52,6 +54,7 @@ from rsi.store.files import load_task  # noqa: E402
 from rsi.store.paths import Workspace  # noqa: E402
 
 P1_TARGET = 1.15
+REC = Recorder("trial_overhead", "P1/P2/P6 trial overhead, concurrency, image reuse")  # replaced in main()
 P2_TARGET = 3.5
 P6_TARGET = 0
 PHASES = ("build", "start", "agent", "snapshot", "verify")
@@ -285,6 +288,8 @@ def p1(tmp: Path, reps: int, verbose: bool) -> bool:
 
     ratio = median(rsi_wall) / median(raw_wall)
     ok = ratio <= P1_TARGET
+    REC.add("P1_trial_overhead_ratio", f"P1 oracle trial wall time over the raw docker CLI's (median of {reps})",
+            ratio, "x", target=f"<= {P1_TARGET}", note=f"rsi {median(rsi_wall):.3f} s, raw {median(raw_wall):.3f} s")
     print(
         f"P1 trial_overhead_ratio={ratio:.2f} (rsi median {median(rsi_wall):.3f}s "
         f"[timings.total median {median(rsi_total):.3f}s], raw docker median {median(raw_wall):.3f}s, "
@@ -358,6 +363,9 @@ def p2(tmp: Path, trials: int, with_raw: bool, verbose: bool) -> bool:
                 print(f"   raw docker {n} at a time: {trials} trials in {raw[n]:.2f}s")
     ratio = walls[1] / walls[4]
     ok = ratio >= P2_TARGET
+    REC.add("P2_concurrency_speedup", f"P2 -n 4 over -n 1 ({trials} trials of a 3 s solution)", ratio, "x",
+            target=f">= {P2_TARGET}",
+            compare={"raw docker CLI 4 vs 1": raw[1] / raw[4]} if raw else None)
     ceiling = f", raw docker CLI 4-vs-1 speedup on this machine {raw[1] / raw[4]:.2f}" if raw else ""
     print(
         f"P2 concurrency_speedup={ratio:.2f} (-n 4: {trials / walls[4]:.3f} trials/s in {walls[4]:.2f}s, "
@@ -399,6 +407,8 @@ def p6(tmp: Path, quick: bool, verbose: bool) -> bool:
     changed = sorted(t for t in after if before.get(t) != after[t])
     mine = [t for t in changed if t in _task_tags(bench, paths)]
     ok = built == P6_TARGET and not mine
+    REC.add("P6_images_built_second_run", "P6 env images built on a second run of the same tasks", built,
+            target=f"== {P6_TARGET}", met=ok, note=f"{first_total} tasks; first run built {first_built}")
     print(
         f"P6 images_built_second_run={built} (ensure_image calls {calls}, "
         f"new/changed env image ids {len(mine)}; "
@@ -438,6 +448,10 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("docker") is None:
         raise SystemExit("the docker CLI is needed for the raw baseline of P1")
 
+    global REC
+    REC = Recorder("trial_overhead", "P1/P2/P6 trial overhead, concurrency, image reuse", argv=argv,
+                   context="Oracle trials of a generated trivial task (P1, P2) and the starter tasks (P6) on the "
+                           "local Docker daemon; the baseline is the same container operations with the docker CLI.")
     results: list[bool] = []
     with tempfile.TemporaryDirectory(prefix="rsi-bench-") as d:
         tmp = Path(d)
@@ -448,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(p2(tmp, 8, not args.quick, args.verbose))
         if "P6" in only:
             results.append(p6(tmp, args.quick, args.verbose))
+    REC.write()
     return 0 if all(results) else 1
 
 
