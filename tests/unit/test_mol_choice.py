@@ -110,14 +110,27 @@ def test_label_scores_equal_the_full_sequence_log_probability() -> None:
 
     model = _tiny_model()
     prompt = torch.tensor([[3, 9, 4, 17, 22, 8]])
-    labels = [[5, 11], [5, 12, 30], [40]]
-    cache = DynamicCache()
-    out = model(input_ids=prompt, cache=cache, use_cache=True)
-    got = score_labels(model, cache_layers(cache), out.logits[0, -1], labels, None)
-    for ids, score in zip(labels, got, strict=True):
-        full = torch.cat([prompt[0], torch.tensor(ids)])[None]
-        logp = torch.log_softmax(model(input_ids=full).logits[0].float(), dim=-1)
-        n = prompt.shape[1]
-        want = sum(float(logp[n - 1 + j, t]) for j, t in enumerate(ids))
-        assert score == pytest.approx(want, abs=1e-4)
-    assert margin(got) == pytest.approx(sorted(got)[-1] - sorted(got)[-2])
+    # shared contexts (L0..L3 are `L` + digit), a context that begins another, a one-token label, two rows
+    for labels in ([[5, 11], [5, 12, 30], [40]], [[5, 11], [5, 12], [5, 13], [5, 14]],
+                   [[5, 11], [6, 12], [5, 13, 2], [40]]):
+        cache = DynamicCache()
+        out = model(input_ids=prompt, cache=cache, use_cache=True)
+        kv = cache_layers(cache)
+        before = [k.clone() for k, _ in kv]
+        got = score_labels(model, kv, out.logits[0, -1], labels, None)
+        assert all(torch.equal(k, b) for (k, _), b in zip(kv, before, strict=True))  # the prompt's KV kept
+        for ids, score in zip(labels, got, strict=True):
+            full = torch.cat([prompt[0], torch.tensor(ids)])[None]
+            logp = torch.log_softmax(model(input_ids=full).logits[0].float(), dim=-1)
+            n = prompt.shape[1]
+            want = sum(float(logp[n - 1 + j, t]) for j, t in enumerate(ids))
+            assert score == pytest.approx(want, abs=1e-4)
+        assert margin(got) == pytest.approx(sorted(got)[-1] - sorted(got)[-2])
+
+
+def test_labels_that_share_a_context_share_one_row() -> None:
+    from rsi.models.server.choice import label_rows
+
+    assert label_rows([[60, 32], [60, 33], [60, 34], [60, 35]]) == ([(60,)], [0, 0, 0, 0])
+    assert label_rows([[5, 11], [5, 12, 30], [40]]) == ([(5, 12)], [0, 0, -1])
+    assert label_rows([[5, 11], [6, 12], [5, 13, 2]]) == ([(5, 13), (6,)], [0, 1, 0])

@@ -4,9 +4,12 @@ The answer to a choice request is the label with the highest log-probability aft
 score(label) = sum of log p(t_i | prompt, t_<i) over the label's tokens. The prompt is prefilled once
 (with the prefix cache, like any request); every label's first token is scored from that prefill's last
 logits, and the rest of all labels' tokens in one more forward pass with the prompt's KV repeated over
-a batch of one row per label (rows right-padded: the causal mask keeps padding out of every real
-position, so no attention mask is needed). Labels of one token (the usual case, L0..L9 on most
-tokenizers is two) need no second pass at all. No token is sampled, so the answer is always in the set,
+a batch of one row per distinct label *context* (the label's tokens but its last; rows right-padded: the
+causal mask keeps padding out of every real position, so no attention mask is needed). Labels whose
+contexts agree, or where one context begins another, share a row: L0..L9 (two tokens on most tokenizers,
+`L` then the digit) are all scored from one row of one token, so the prompt's KV is never copied per
+label (on a long conversation that copy cost as much as the route's prefill). Labels of one token need no
+second pass at all. No token is sampled, so the answer is always in the set,
 and the margin (best score minus the runner-up's, in nats) says how sure the router was.
 
 The scores are not length-normalised: labels of equal token length (L0..L9) compare fairly; callers
@@ -37,13 +40,14 @@ def score_labels(
     longest = max(len(ids) for ids in label_ids)
     if longest == 1:
         return scores
-    n = len(label_ids)
-    width = longest - 1
+    contexts, row_of = label_rows(label_ids)
+    n = len(contexts)
+    width = max(len(c) for c in contexts)
     pad = int(label_ids[0][0])
-    rows = [list(ids[:-1]) + [pad] * (width - (len(ids) - 1)) for ids in label_ids]
-    inputs = torch.tensor(rows, dtype=torch.long)
-    kv = [(k.expand(n, -1, -1, -1).contiguous(), v.expand(n, -1, -1, -1).contiguous()) for k, v in prompt_kv]
-    cache = DynamicCache(ddp_cache_data=kv)
+    inputs = torch.tensor([list(c) + [pad] * (width - len(c)) for c in contexts], dtype=torch.long)
+    kv = prompt_kv if n == 1 else [(k.expand(n, -1, -1, -1).contiguous(), v.expand(n, -1, -1, -1).contiguous())
+                                   for k, v in prompt_kv]
+    cache = DynamicCache(ddp_cache_data=kv)  # extended by new tensors: the prompt's KV is left as it was
     start = int(prompt_kv[0][0].shape[2])
     kwargs: dict[str, Any] = {"position_ids": torch.arange(start, start + width).expand(n, -1)}
     if adapter_name is not None:
@@ -51,9 +55,24 @@ def score_labels(
     out = model(input_ids=inputs, cache=cache, use_cache=True, **kwargs)
     logp = torch.log_softmax(out.logits.float(), dim=-1)
     for i, ids in enumerate(label_ids):
+        r = row_of[i]
         for j in range(1, len(ids)):
-            scores[i] += float(logp[i, j - 1, ids[j]])
+            scores[i] += float(logp[r, j - 1, ids[j]])
     return scores
+
+
+def label_rows(label_ids: Sequence[Sequence[int]]) -> tuple[list[tuple[int, ...]], list[int]]:
+    """The rows of the second pass and each label's row (-1: a one-token label, scored from the prefill).
+
+    A label's context is its tokens but the last; a context that another one begins with shares that row
+    (causal attention: a row's logits at a position depend only on the tokens up to it)."""
+    ctx = [tuple(int(t) for t in ids[:-1]) for ids in label_ids]
+    rows: list[tuple[int, ...]] = []
+    for c in sorted({c for c in ctx if c}, key=len, reverse=True):
+        if not any(r[: len(c)] == c for r in rows):
+            rows.append(c)
+    row_of = [next((k for k, r in enumerate(rows) if c and r[: len(c)] == c), -1) for c in ctx]
+    return rows, row_of
 
 
 def margin(scores: Sequence[float]) -> float:
@@ -62,4 +81,4 @@ def margin(scores: Sequence[float]) -> float:
     return s[0] - s[1] if len(s) > 1 else 0.0
 
 
-__all__ = ["margin", "score_labels"]
+__all__ = ["label_rows", "margin", "score_labels"]
