@@ -36,7 +36,7 @@ class Compare(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     who: str
-    value: float | str
+    value: int | float | str
 
 
 class Figure(BaseModel):
@@ -159,9 +159,12 @@ class Recorder:
     """Collects a run's figures and writes its record; `add` also prints the figure's line."""
 
     def __init__(self, script: str, title: str, *, argv: list[str] | None = None, context: str = "",
-                 commit: str | None = None, date: datetime | None = None) -> None:
-        """`commit`/`date`: where a script reads a finished run (not one it ran), the run's own."""
+                 commit: str | None = None, date: datetime | None = None,
+                 provenance: Literal["measured", "transcribed"] = "measured") -> None:
+        """`commit`/`date`: where a script reads a finished run (not one it ran), the run's own; `provenance`
+        "transcribed": a run from before the scripts wrote records, copied from its printed output."""
         self.script = script
+        self.provenance = provenance
         self._commit = commit
         self.title = title
         self.context = context
@@ -172,7 +175,7 @@ class Recorder:
         self.wall_sec: float | None = None
 
     def add(self, id: str, label: str, value: float | int | str | None, unit: str = "", *,
-            target: str | None = None, met: bool | None = None, compare: dict[str, float | str] | None = None,
+            target: str | None = None, met: bool | None = None, compare: dict[str, int | float | str] | None = None,
             note: str = "", echo: bool = False) -> Figure:
         if isinstance(value, float):
             value = round(value, 6)
@@ -189,7 +192,8 @@ class Recorder:
         return Record(script=self.script, title=self.title, command=self.command,
                       commit=self._commit or _git("rev-parse", "--short=12", "HEAD") or "unknown", dirty=dirty,
                       date=(self._date or self._t0).strftime("%Y-%m-%dT%H:%M:%SZ"), wall_sec=round(wall, 1),
-                      machine=machine_facts(), context=self.context, figures=self.figures)
+                      machine=machine_facts(), context=self.context, provenance=self.provenance,
+                      figures=self.figures)
 
     def write(self) -> Path | None:
         """Write the record (nothing when no figure was measured or records are off); returns its path."""

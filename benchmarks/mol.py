@@ -44,6 +44,8 @@ print = functools.partial(print, flush=True)  # noqa: A001  (progress on a share
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _records import Recorder  # noqa: E402
+
 from rsi.core.contract import Contract  # noqa: E402
 from rsi.core.harness_config import HarnessConfig  # noqa: E402
 from rsi.core.mol import MolSpec, RoutingScore, keyword_route, route_question  # noqa: E402
@@ -206,7 +208,13 @@ def main() -> None:
                 return route
 
             rng = random.Random(0)
+            rec = Recorder("mol", "Mixture-of-LoRA routing, hop overhead, prefix reuse (E1, E4, E5)",
+                           context=f"In process, no Docker: {len(held)} held-out instructions (templates disjoint "
+                                   f"from the router's {len(train)} training ones); E4/E5 over one conversation.")
             trained = score(via(names["L0"]), held)
+            kw = score(lambda t: (keyword_route(t.instruction, DOMAINS), None), held)
+            rec.add("E1_routing_accuracy", "E1 routing accuracy, trained L0", trained.accuracy,
+                    compare={"keyword router": kw.accuracy})
             print(line("trained L0 (label scoring)", trained))
             print(f"E1 confusion (gold -> predicted): {json.dumps(trained.confusion, sort_keys=True)}")
             print(line("untrained base as router", score(via(eng.model_id), held)))
@@ -246,6 +254,8 @@ def main() -> None:
             print(f"E4 {len(convo)} turns: route {wall['route']:.2f} s, answer {wall['answer']:.2f} s, summary "
                   f"{wall['summary']:.2f} s; route+summary = {(wall['route'] + wall['summary']) / total:.1%} of the "
                   f"turn (target <= 10%, seed 32%); route alone {wall['route'] / total:.1%}")
+            rec.add("E4_hop_share", "E4 route + summary share of the turn's latency",
+                    100 * (wall["route"] + wall["summary"]) / total, "%", target="<= 10", compare={"seed": 32.0})
             print(f"E4 route by label scoring {wall['route'] / len(convo):.3f} s/turn vs a 24-token decode "
                   f"{decode24 / len(convo):.3f} s/turn: {decode24 / max(wall['route'], 1e-9):.1f}x")
             for lab in DOMAINS:
@@ -254,6 +264,7 @@ def main() -> None:
                 c = sum(r.cached_tokens for r in mine)
                 print(f"E5 {lab}: {len(mine)} calls, {p} prompt tokens, {c} from the prefix cache "
                       f"({(c / p if p else 0):.1%})")
+                rec.add(f"E5_cache_{lab}", f"E5 prefix-cache hit share, {lab}", 100 * (c / p if p else 0), "%")
             print(f"E5 routes: {[e['label'] for e in sess.as_json()['routes']]}")
             # resident parameters
             from safetensors import safe_open
@@ -265,6 +276,9 @@ def main() -> None:
             mol_params, merged = base + n * lora, n * base
             print(f"resident parameters: base {base:,} + {n} adapters x {lora:,} = {mol_params:,} vs {n} merged "
                   f"copies {merged:,}: {mol_params / merged - 1:+.1%}")
+            rec.add("resident_params", "resident parameters vs merged copies", 100 * (mol_params / merged - 1), "%",
+                    compare={"seed": -74.0})
+            rec.write()
         finally:
             eng.close()
 

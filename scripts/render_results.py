@@ -35,8 +35,8 @@ def fmt(value: float | int | str | None, unit: str = "") -> str:
         text = f"{value:,}".replace(",", " ") if abs(value) >= 10_000 else str(value)
     elif isinstance(value, float):
         a = abs(value)
-        text = (f"{value:.0f}" if a >= 1000 else f"{value:.1f}" if a >= 100 else f"{value:.2f}" if a >= 1
-                else f"{value:.3f}" if a >= 0.001 or a == 0 else f"{value:.2e}")
+        text = (f"{value:.1f}" if unit == "%" else f"{value:.0f}" if a >= 1000 else f"{value:.1f}" if a >= 10
+                else f"{value:.2f}" if a >= 1 else f"{value:.3g}" if a >= 0.001 or a == 0 else f"{value:.2e}")
     else:
         text = str(value)
     if not unit:
@@ -64,7 +64,8 @@ def machine_line(r: Record) -> str:
 
 def render_record(r: Record) -> str:
     head = [f"## {r.title}", ""]
-    wall = f" in {r.wall_sec / 60:.1f} min" if r.wall_sec else ""
+    wall = ("" if not r.wall_sec else f" in {r.wall_sec:.0f} s" if r.wall_sec < 120
+            else f" in {r.wall_sec / 60:.1f} min")
     dirty = " (with uncommitted changes)" if r.dirty else ""
     head.append(f"`{r.command}` · commit `{r.commit}`{dirty} · {r.date[:10]}{wall} · {machine_line(r)}")
     if r.provenance == "transcribed":

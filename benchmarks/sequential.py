@@ -1,0 +1,48 @@
+"""Promote's group-sequential test, simulated: type-I error under the null and power under a gain, per number of
+looks (the simulation tests/unit/test_sequential.py asserts on, with more runs), recorded for the results page.
+
+    python benchmarks/sequential.py              # 4000 runs per cell (~1-2 min on 2 cores)
+    python benchmarks/sequential.py --runs 1000  # quicker, noisier
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from _records import Recorder  # noqa: E402
+
+from tests.unit.test_sequential import ALPHA, TASKS, TRIALS, UNITS, simulate  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=4000)
+    ap.add_argument("--gain", type=float, default=0.25)
+    args = ap.parse_args()
+    rec = Recorder("sequential", "Promote's sequential test (simulated)",
+                   context="Lan-DeMets O'Brien-Fleming-type alpha spending with a non-binding futility stop at z <= 0; "
+                           f"{UNITS} templates x {TASKS} tasks x {TRIALS} trials, one-sided alpha {ALPHA}, "
+                           f"{args.runs} simulated promotes per cell, the gate's own clustered test at each look.")
+    ceiling = ALPHA + 2.5 * math.sqrt(ALPHA * (1 - ALPHA) / args.runs)
+    for looks in (1, 2, 4):
+        null = simulate(looks, 0.0, runs=args.runs)
+        print(f"looks {looks}: type-I error {null.rejected:.4f} ({null.rounds:.2f} rounds)", flush=True)
+        rec.add(f"type1_looks{looks}", f"type-I error, {looks} look(s)", null.rejected,
+                target=f"<= {ceiling:.4f}", note=f"alpha {ALPHA} + 2.5 Monte-Carlo s.e.; {null.rounds:.2f} rounds "
+                                                f"on average")
+    for looks in (1, 2):
+        gain = simulate(looks, args.gain, runs=args.runs)
+        print(f"looks {looks}: power {gain.rejected:.4f} under +{args.gain} ({gain.rounds:.2f} rounds)", flush=True)
+        rec.add(f"power_looks{looks}", f"power under a +{args.gain:g} gain, {looks} look(s)", gain.rejected,
+                note=f"{gain.rounds:.2f} rounds on average")
+    rec.write()
+
+
+if __name__ == "__main__":
+    main()
