@@ -20,6 +20,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _records import RECORDS, Figure, Record, load_records  # noqa: E402
 
 OUT = ROOT / "docs" / "results.md"
+BENCH_README = ROOT / "benchmarks" / "README.md"
+BENCH_PAGE = ROOT / "docs" / "benchmarks.md"
 # The order a reader wants: what the loop achieves first, then the parts' speed.
 ORDER = ["demo", "sources_ablation", "train_throughput", "sequential", "trial_overhead", "harness_throughput",
          "model_server", "prefix_reuse", "search_efficiency", "store_scale", "ray_executor", "adapter_handoff",
@@ -106,6 +108,12 @@ def render(records: list[Record]) -> str:
     return "\n".join(lines) + "\n" + "\n".join(render_record(r) for r in records)
 
 
+def benchmarks_page() -> str:
+    """docs/benchmarks.md: benchmarks/README.md as the docs site shows it (links made relative to docs/)."""
+    text = BENCH_README.read_text().replace("](../docs/", "](")
+    return "<!-- copied from benchmarks/README.md by scripts/render_results.py; edit that file -->\n" + text
+
+
 def anchor(title: str) -> str:
     """MkDocs' (Python-Markdown toc) slug of a heading."""
     import re
@@ -127,14 +135,19 @@ def main() -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    pages = {args.out: text}
+    if args.out == OUT:
+        pages[BENCH_PAGE] = benchmarks_page()
     if args.check:
-        if not args.out.exists() or args.out.read_text() != text:
-            print(f"{args.out} is not what {args.records} renders: run python scripts/render_results.py",
-                  file=sys.stderr)
+        stale = [str(p) for p, t in pages.items() if not p.exists() or p.read_text() != t]
+        if stale:
+            print(f"{', '.join(stale)}: not what {args.records} and benchmarks/README.md render: run "
+                  "python scripts/render_results.py", file=sys.stderr)
             return 1
         return 0
-    args.out.write_text(text)
-    print(f"wrote {args.out}")
+    for path, t in pages.items():
+        path.write_text(t)
+        print(f"wrote {path}")
     return 0
 
 
