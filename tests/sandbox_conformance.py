@@ -7,6 +7,7 @@ sandbox workdir so the fake, whose root is a temp directory, runs the same tests
 
 from __future__ import annotations
 
+import contextlib
 import stat
 import time
 from collections.abc import Iterator
@@ -164,6 +165,43 @@ class SandboxConformance:
                 other.stop()
         finally:
             provider.remove_image(tag)
+
+    def test_pause_holds_commands_keeps_files_and_resume_runs_them_again(self, sandbox: Sandbox) -> None:
+        sandbox.exec("echo kept > kept.txt", timeout=30)
+        sandbox.pause()
+        with pytest.raises(SandboxError):
+            sandbox.exec("true", timeout=30)
+        assert sandbox.get_file(f"{sandbox.workdir}/kept.txt") == b"kept\n"
+        assert f"{sandbox.workdir}/kept.txt" in sandbox.changed_paths()
+        sandbox.resume()
+        assert sandbox.exec("cat kept.txt", timeout=30).stdout == "kept\n"
+
+    def test_network_of_reaches_a_service_the_other_sandbox_left_running(
+        self, sandbox: Sandbox, provider: SandboxProvider, image: str
+    ) -> None:
+        """A sandbox started with `network_of` answers what the other's service says on localhost,
+        with its own filesystem (the service's files are not there)."""
+        port = 20000 + int(time.time() * 1000) % 20000
+        # The server stops itself after a minute: the fake's sandboxes do not end what they leave running.
+        serve = (f"echo served-by-agent > page.txt; nohup timeout 60 python3 -m http.server {port} --bind 127.0.0.1 "
+                 f"> /dev/null 2>&1 & for i in $(seq 100); do python3 -c \"import socket; "
+                 f"socket.create_connection(('127.0.0.1', {port}), 1)\" 2>/dev/null && exit 0; sleep 0.1; done; "
+                 "exit 1")
+        assert sandbox.exec(serve, timeout=60).ok
+        fetch = (f"python3 -c \"import urllib.request; "
+                 f"print(urllib.request.urlopen('http://127.0.0.1:{port}/page.txt', timeout=10).read().decode())\""
+                 f"; test -e page.txt && echo page-is-here || echo page-not-here")
+        other = provider.start(SandboxSpec(image=image, workdir="/app", labels=self.labels(), command=fetch,
+                                           network_of=sandbox.id))
+        try:
+            res = other.wait(60)
+        finally:
+            other.stop()
+            with contextlib.suppress(SandboxError):
+                sandbox.exec(f"pkill -f 'http.server {port}' || true", timeout=30)
+        assert res.exit_code == 0, res.stderr
+        assert "served-by-agent" in res.stdout
+        assert "page-not-here" in res.stdout
 
     def test_stop_is_idempotent_and_later_use_is_an_infra_error(
         self, provider: SandboxProvider, image: str

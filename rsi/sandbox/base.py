@@ -79,6 +79,10 @@ class SandboxSpec:
     command: str | None = None
     # A tar archive extracted at / before anything starts (files staged for `command`).
     staged: bytes | None = None
+    # The id of a running sandbox whose network namespace this one joins (docker's `--network
+    # container:<id>`): what listens there answers on localhost here, while the filesystem, PID
+    # namespace and tools stay this sandbox's own. `network` is then ignored (the other's applies).
+    network_of: str | None = None
 
 
 @dataclass
@@ -141,6 +145,16 @@ class Sandbox(Protocol):
     def freeze(self) -> None:
         """Stop every process in the sandbox; its filesystem stays readable (changed_paths,
         get_file, get_archive, snapshot). Commands can no longer run. Idempotent."""
+        ...
+
+    def pause(self) -> None:
+        """Halt every process without ending it (a cgroup freeze): the filesystem holds still for
+        changes, reads and snapshot; commands cannot run until `resume`. A sandbox the agent's
+        commands brought down raises SandboxBroken here, as `freeze` does."""
+        ...
+
+    def resume(self) -> None:
+        """Let a paused sandbox's processes run again (what the agent left running: its services)."""
         ...
 
     def wait(self, timeout: float) -> ExecResult:

@@ -177,7 +177,7 @@ class DockerSandboxProvider:
             nano_cpus=int(spec.cpus * 1e9),
             mem_limit=f"{int(spec.memory_mb)}m",
             pids_limit=int(spec.pids),
-            network_mode="bridge" if spec.network else "none",
+            network_mode=f"container:{spec.network_of}" if spec.network_of else "bridge" if spec.network else "none",
             init=self._use_init,
             auto_remove=False,
         )

@@ -56,6 +56,7 @@ class DockerSandbox:
         self._output_cap = output_cap
         self._stopped = False
         self._frozen = False
+        self._paused = False
         self._watch = watch  # who ended the container, when it is found ended (docker_events.py)
         self._started_at = time.time()
         self._killed_at: float | None = None  # when rsi itself last sent the container a kill
@@ -79,8 +80,8 @@ class DockerSandbox:
         secs = "" if timeout is None else f"{max(timeout, 0.001):.3f}"
         argv = ["bash", "-c", EXEC_WRAPPER, "rsi-exec", cmd, secs, marker.decode()]
         start = time.monotonic()
-        if self._frozen:
-            raise SandboxError(f"exec: sandbox {self.id[:12]} is frozen")
+        if self._frozen or self._paused:
+            raise SandboxError(f"exec: sandbox {self.id[:12]} is {'frozen' if self._frozen else 'paused'}")
         try:
             created = self._call(
                 "exec",
@@ -223,6 +224,11 @@ class DockerSandbox:
         """Kill every process (the init and all it reaped) and wait; the filesystem stays."""
         if self._frozen or self._stopped:
             return
+        if self._paused:  # a kill reaches a paused container's processes too
+            self._paused = False
+            call(f"freeze {self.id[:12]}", self._kill_and_wait)
+            self._frozen = True
+            return
         self._raise_if_broken(None)  # exited before we froze it: the agent's commands did that
         res = call(f"freeze {self.id[:12]}", self._kill_and_wait) or {}
         # Our SIGKILL ends the init with 137. Any other end means the container was already going
@@ -232,6 +238,29 @@ class DockerSandbox:
             self._frozen = False
             self._raise_if_broken(None, exited_anyway=True)
         self._frozen = True
+
+    def pause(self) -> None:
+        """`docker pause`: every process halted in place (cgroup freezer), the filesystem readable."""
+        if self._paused or self._frozen or self._stopped:
+            return
+        self._raise_if_broken(None)  # exited before we paused it: the agent's commands did that
+        try:
+            self._call("pause", self._api.pause, self.id)
+        except SandboxError:
+            self._raise_if_broken(None, exited_anyway=self._exited())
+            raise
+        self._paused = True
+
+    def resume(self) -> None:
+        """`docker unpause`: what the agent left running goes on (its services answer again)."""
+        if not self._paused or self._stopped:
+            return
+        self._call("unpause", self._api.unpause, self.id)
+        self._paused = False
+
+    def _exited(self) -> bool:
+        info = self._call("inspect", self._api.inspect_container, self.id) or {}
+        return not (info.get("State") or {}).get("Running", False)
 
     def _kill_and_wait(self) -> dict[str, Any]:
         try:

@@ -55,9 +55,11 @@ class FakeSandbox:
         self.id = f"fake-{secrets.token_hex(6)}"
         self.workdir = spec.workdir
         self.labels = dict(spec.labels)
+        self.network_of = spec.network_of  # the fake's commands share the host's network anyway
         self._env = dict(spec.env)
         self._stopped = False
         self._frozen = False
+        self._paused = False
         self._main: subprocess.Popen[bytes] | None = None
         self._main_out: tuple[Any, Any] | None = None
         self.host_path(spec.workdir).mkdir(parents=True, exist_ok=True)
@@ -93,8 +95,8 @@ class FakeSandbox:
         env: dict[str, str] | None = None,
     ) -> ExecResult:
         self._check()
-        if self._frozen:
-            raise SandboxError(f"exec: sandbox {self.id} is frozen")
+        if self._frozen or self._paused:
+            raise SandboxError(f"exec: sandbox {self.id} is {'frozen' if self._frozen else 'paused'}")
         cwd = self.host_path(workdir or self.workdir)
         full_env = {**os.environ, **self._env, **(env or {}), "SANDBOX_ROOT": str(self.root)}
         start = time.monotonic()
@@ -171,6 +173,15 @@ class FakeSandbox:
                 os.killpg(self._main.pid, signal.SIGKILL)
             self._main.wait()
         self._frozen = True
+
+    def pause(self) -> None:
+        """Commands refused until `resume`; processes already started are not halted (no cgroup here)."""
+        self._check()
+        self._paused = not self._frozen
+
+    def resume(self) -> None:
+        self._check()
+        self._paused = False
 
     def wait(self, timeout: float) -> ExecResult:
         self._check()
