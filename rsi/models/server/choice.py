@@ -33,14 +33,20 @@ def score_labels(
     last_logits: torch.Tensor,
     label_ids: Sequence[Sequence[int]],
     adapter_name: str | None,
+    *,
+    shared: bool = True,
 ) -> list[float]:
-    """Summed log-probability of each label's tokens after the prompt (whose KV and last logits are given)."""
+    """Summed log-probability of each label's tokens after the prompt (whose KV and last logits are given).
+    `shared=False` gives every label a row of its own (the earlier way: kept for benchmarks/mol_turns.py)."""
     first = torch.log_softmax(last_logits.float(), dim=-1)
     scores = [float(first[ids[0]]) for ids in label_ids]
     longest = max(len(ids) for ids in label_ids)
     if longest == 1:
         return scores
-    contexts, row_of = label_rows(label_ids)
+    if shared:
+        contexts, row_of = label_rows(label_ids)
+    else:
+        contexts, row_of = [tuple(int(t) for t in ids[:-1]) for ids in label_ids], list(range(len(label_ids)))
     n = len(contexts)
     width = max(len(c) for c in contexts)
     pad = int(label_ids[0][0])
