@@ -61,6 +61,10 @@ class Grading(_Strict):
     pass_threshold: float = 1.0
     # separate: the verifier runs in a fresh container (level 1 or 2); same: in the agent's (level 3)
     verifier_mode: Literal["separate", "same"] = "separate"
+    # At the snapshot level: `kept` (default) pauses the agent's container for the change check and the
+    # snapshot, then lets what it left running (its services) go on in its own container while the verifier
+    # runs from the snapshot in that container's network namespace; `stopped` kills them before grading.
+    agent_services: Literal["kept", "stopped"] = "kept"
     writable_roots: list[str] = Field(default_factory=lambda: list(DEFAULT_WRITABLE_ROOTS))
     protected_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_PATHS))
     # Changes matching these skip the shadowing checks; they apply only under writable roots.

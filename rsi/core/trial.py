@@ -32,6 +32,9 @@ class ErrorType(StrEnum):
     AGENT_BROKE_SANDBOX = "agent_broke_sandbox"
     # The cluster node running the trial died (raylet lost): infra, re-run on another node.
     NODE_LOST = "node_lost"
+    # A reference solution failed because the tests found no service to talk to (connection refused):
+    # the environment is not the one the task's author tested, not a wrong solution (exec/services.py).
+    SERVICE_UNREACHABLE = "service_unreachable"
 
 
 Blame = Literal["task", "infra", "model", "config", "agent"]
@@ -53,6 +56,7 @@ BLAME: dict[ErrorType, Blame] = {
     ErrorType.AGENT_OUT_OF_MEMORY: "model",
     ErrorType.AGENT_BROKE_SANDBOX: "model",
     ErrorType.NODE_LOST: "infra",
+    ErrorType.SERVICE_UNREACHABLE: "task",
 }
 
 # Error types under which a trial never passes, whatever the reward says.
@@ -67,6 +71,7 @@ NEVER_PASS = {
     ErrorType.AGENT_OUT_OF_MEMORY,
     ErrorType.AGENT_BROKE_SANDBOX,
     ErrorType.NODE_LOST,
+    ErrorType.SERVICE_UNREACHABLE,
 }
 
 

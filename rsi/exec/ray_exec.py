@@ -162,6 +162,12 @@ class RayNodes:
     def image_labels(self, tag: str) -> dict[str, str]:
         raise self._on_nodes("image_labels")
 
+    def image_release(self, tag: str) -> str:
+        raise self._on_nodes("image_release")
+
+    def image_packages(self, tag: str) -> dict[str, str]:
+        raise self._on_nodes("image_packages")
+
     def verifier_python(self, tag: str, version: str | None) -> HostTree | str:
         raise self._on_nodes("verifier_python")
 

@@ -10,11 +10,9 @@ backoff and, if they persist, recorded as `sandbox_error` (infra), never blamed 
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import re
 import shutil
-import tarfile
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +34,7 @@ from rsi.core.trial import RETRYABLE, ErrorType, Timings, TrialResult
 from rsi.exec.evidence import gather, vouch_record
 from rsi.exec.grading import grading_policy
 from rsi.exec.tamper import tamper_findings
+from rsi.exec.trial_record import collect_artifacts, environment_record, save_verifier_output, substitutions
 from rsi.exec.verify import (
     VerifierRun,
     judge,
@@ -59,7 +58,6 @@ from rsi.sandbox.base import (
     SandboxProvider,
     SandboxSpec,
 )
-from rsi.sandbox.base_image import LABEL_SUBSTITUTE, base_tags
 from rsi.store.files import load_task
 
 
@@ -289,6 +287,8 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
     snapshot: str | None = None
     outcome: AgentOutcome | None = None
     policy = grading_policy(task, contract)
+    # What the agent left running (its services) is kept for the verifier, in the agent's own container.
+    services = policy.integrity == "snapshot" and contract.grading.agent_services == "kept"
     try:
         try:
             image = env.provider.ensure_image(
@@ -338,7 +338,9 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             # Freeze first: the changed-paths check and the snapshot see one filesystem, nothing
             # the agent left running acts after the check, and a container the agent's commands
             # killed is noticed here (SandboxBroken), not graded as if it were fine.
-            if policy.integrity != "shared":
+            if services:
+                box.pause()  # halted, not ended: they go on (in their own container) once the snapshot is taken
+            elif policy.integrity != "shared":
                 box.freeze()
         except SandboxBroken as e:
             if env.cancel.is_set():
@@ -357,7 +359,7 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             raise Cancelled("job cancelled")
 
         t = time.monotonic()
-        _collect_artifacts(box, task, plan.trial_dir)
+        collect_artifacts(box, task, plan.trial_dir)
         changes = box.changes()
         changed = sorted(changes)
         image_env = env.provider.image_env(image.tag)
@@ -386,9 +388,13 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
                 reads, present = {}, {}
                 snapshot = box.snapshot(run_labels(plan, "snapshot"))
                 vimage = snapshot
-            box.stop()
-            env.untrack(box)
             vspec = sandbox_spec(plan, vimage, "verifier")
+            if services:  # its services answer the verifier on localhost; nothing of it reaches the verifier's files
+                box.resume()
+                vspec.network_of = box.id
+            else:
+                box.stop()
+                env.untrack(box)
             vspec.command = verifier_script(policy, present)
             vspec.staged = stage_archive(tests_dir, reads, shim)
             vspec.env = {**(shim.env if shim else {}), **vspec.env}
@@ -403,8 +409,9 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
         if outcome.deferred is not None:  # before the verdict: a failed summary hop is infra
             outcome.deferred.finish()
         timings.total = time.monotonic() - t0
-        _save_verifier_output(plan, vrun)
-        verdict = judge(vrun, findings, outcome, contract, vtimeout, ctx.agent_timeout_sec)
+        save_verifier_output(plan.trial_dir, vrun)
+        verdict = judge(vrun, findings, outcome, contract, vtimeout, ctx.agent_timeout_sec,
+                        reference=plan.spec.arm.agent == "oracle")
         r = _result(
             plan,
             env,
@@ -427,11 +434,17 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
         )
         if shim is not None:
             r.extra["verifier_shim"] = shim.record
+        if verdict.service_note is not None:
+            r.extra["service_unreachable"] = verdict.service_note
         if evidence.records.installed or evidence.unread:
             r.extra["package_manager"] = vouch_record(changes, policy, evidence)
-        subs = _substitutions(env, task)
+        subs = substitutions(env.provider, task)
         if subs:
             r.extra["base_substitution"] = subs
+        r.extra["environment"] = environment_record(env.provider, task, image.tag, env.base_image)
+        if services:
+            r.extra["agent_services"] = ("kept: the agent's processes ran on in its own container during grading; "
+                                         "the verifier ran from the snapshot in that container's network namespace")
         tenv = task.spec.environment
         if tenv.docker_image or tenv.docker_image_archive:
             named = f"docker_image {tenv.docker_image}" if tenv.docker_image else \
@@ -451,38 +464,6 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
         if snapshot is not None:
             with contextlib.suppress(SandboxError):  # `rsi sandbox gc` sweeps labelled snapshots later
                 env.provider.remove_image(snapshot)
-
-
-def _substitutions(env: TrialEnv, task: Task) -> dict[str, str]:
-    """FROM tags of the task that resolved to a stand-in made by `rsi sandbox build-base --as`."""
-    out = {}
-    for tag in sorted(base_tags([Path(task.path) / "environment" / "Dockerfile"])):
-        label = env.provider.image_labels(tag).get(LABEL_SUBSTITUTE)
-        if label:
-            out[tag] = label
-    return out
-
-
-def _collect_artifacts(box: Sandbox, task: Task, trial_dir: Path) -> None:
-    """Harbor's artifacts (top-level and `[environment]`): copied out of the agent's container into artifacts/."""
-    for path in task.spec.artifact_sources():
-        data = box.get_archive(path)
-        if data is None:
-            continue
-        dest = trial_dir / "artifacts"
-        dest.mkdir(exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
-            tar.extractall(dest, filter="data")
-
-
-def _save_verifier_output(plan: TrialPlan, vrun: VerifierRun) -> None:
-    vdir = plan.trial_dir / "verifier"
-    vdir.mkdir(exist_ok=True)
-    (vdir / "test-stdout.txt").write_text(vrun.result.stdout)
-    (vdir / "test-stderr.txt").write_text(vrun.result.stderr)
-    for name, data in vrun.files.items():
-        if data is not None:
-            (vdir / name).write_bytes(data)
 
 
 def _write_result(plan: TrialPlan, r: TrialResult) -> None:

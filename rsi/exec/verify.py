@@ -26,6 +26,7 @@ from pathlib import Path
 from rsi.core.contract import Contract
 from rsi.core.trial import NEVER_PASS, ErrorType
 from rsi.exec.grading import GradingPolicy, RewardError, parse_reward
+from rsi.exec.services import service_failure
 from rsi.exec.verifier_offline import scripts_text, serve_wheels, setup_failure, task_needs
 from rsi.harness.agent import AgentOutcome
 from rsi.sandbox.base import ExecResult, Sandbox, SandboxError
@@ -158,6 +159,8 @@ class Verdict:
     passed: bool
     error_type: ErrorType | None
     message: str | None
+    # a failed trial whose tests found no service to talk to (exec/services.py), whoever acted
+    service_note: str | None = None
 
 
 def judge(
@@ -167,9 +170,13 @@ def judge(
     contract: Contract,
     verifier_timeout_sec: float,
     agent_timeout_sec: float,
+    *,
+    reference: bool = False,
 ) -> Verdict:
     """The verdict, failing closed: a tamper outranks every verifier error, a verifier error every
-    agent error; a non-zero exit of test.sh is never a pass, whatever the reward says."""
+    agent error; a non-zero exit of test.sh is never a pass, whatever the reward says. A `reference`
+    solution (the oracle) that fails because its tests could not reach a service is `service_unreachable`
+    (the environment's fault); for any other agent that is only noted."""
     g = contract.grading
     reward: float | None = None
     rewards: dict[str, float] = {}
@@ -205,4 +212,7 @@ def judge(
         and not res.timed_out
         and error not in NEVER_PASS
     )
-    return Verdict(reward, rewards, passed, error, message)
+    note = None if passed or error is not None or res.timed_out else service_failure(res.stdout, res.stderr)
+    if note is not None and reference:
+        error, message = ErrorType.SERVICE_UNREACHABLE, f"environment, not the solution: {note}"
+    return Verdict(reward, rewards, passed, error, message, note)

@@ -200,6 +200,15 @@ class SandboxProvider(Protocol):
         """An image's labels ({} if it is absent): `rsi.substitute` marks a stand-in base image."""
         ...
 
+    def image_release(self, tag: str) -> str:
+        """The OS release an image holds (`/etc/os-release`'s PRETTY_NAME, e.g. "Debian GNU/Linux 12
+        (bookworm)"); "" when it says none."""
+        ...
+
+    def image_packages(self, tag: str) -> dict[str, str]:
+        """The Debian packages installed in an image (name -> version, as dpkg records them); {} without dpkg."""
+        ...
+
     def verifier_python(self, tag: str, version: str | None) -> HostTree | str:
         """A Python for a verifier on image `tag` that has none of its own (`version` as test.sh asks uv
         for it, None: any python3): the tree to add, or a str saying why none is added."""

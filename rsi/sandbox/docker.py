@@ -40,6 +40,8 @@ _build_locks: dict[str, threading.Lock] = {}
 _build_locks_guard = threading.Lock()
 # (image id, command) -> whether the image has it on its PATH; images never change under one id.
 _has_command: dict[tuple[str, str], bool] = {}
+_release: dict[str, str] = {}  # image id -> its os-release PRETTY_NAME
+_packages: dict[str, dict[str, str]] = {}  # image id -> its dpkg packages and versions
 
 
 def env_image_tag(env_digest: str) -> str:
@@ -126,17 +128,43 @@ class DockerSandboxProvider:
         image = self.image_id(tag) or tag
         key = (image, command)
         if key not in _has_command:
-            made = call("create probe", self.api.create_container, image,
-                        command=["sh", "-c", f"command -v {command}"], labels={LABEL_KIND: "probe"},
-                        host_config=self.api.create_host_config(network_mode="none"))
-            assert made is not None
-            try:
-                call("start probe", self.api.start, made["Id"])
-                status = dict(call("wait probe", self.api.wait, made["Id"], timeout=120) or {})
-            finally:
-                call("remove probe", self.api.remove_container, made["Id"], force=True, missing_ok=True)
-            _has_command[key] = status.get("StatusCode") == 0
+            _has_command[key] = self._probe(image, f"command -v {command}")[0] == 0
         return _has_command[key]
+
+    def image_release(self, tag: str) -> str:
+        image = self.image_id(tag)
+        if image is None:
+            return ""
+        if image not in _release:
+            code, out = self._probe(image, ". /etc/os-release 2>/dev/null && echo \"$PRETTY_NAME\"")
+            _release[image] = out.strip() if code == 0 else ""
+        return _release[image]
+
+    def image_packages(self, tag: str) -> dict[str, str]:
+        image = self.image_id(tag)
+        if image is None:
+            return {}
+        if image not in _packages:
+            code, out = self._probe(image, "dpkg-query -W -f '${db:Status-Abbrev}\\t${Package}\\t${Version}\\n' "
+                                           "2>/dev/null")
+            rows = [line.split("\t") for line in out.splitlines()] if code == 0 else []
+            _packages[image] = {r[1]: r[2] for r in rows if len(r) == 3 and r[0].startswith("ii")}
+        return dict(_packages[image])
+
+    def _probe(self, image: str, script: str) -> tuple[int, str]:
+        """Run `script` with sh in a throwaway container of `image` (no network); its exit code and stdout."""
+        made = call("create probe", self.api.create_container, image, command=["sh", "-c", script],
+                    labels={LABEL_KIND: "probe"}, host_config=self.api.create_host_config(network_mode="none"))
+        assert made is not None
+        try:
+            call("start probe", self.api.start, made["Id"])
+            status = dict(call("wait probe", self.api.wait, made["Id"], timeout=120) or {})
+            out = call("probe output", self.api.logs, made["Id"], stdout=True, stderr=False, stream=False)
+        finally:
+            call("remove probe", self.api.remove_container, made["Id"], force=True, missing_ok=True)
+        code = status.get("StatusCode")
+        text = out.decode(errors="replace") if isinstance(out, bytes) else ""
+        return (code if isinstance(code, int) else -1), text
 
     def ensure_image(
         self, env_dir: Path, env_digest: str, *, build_args: dict[str, str], timeout: float

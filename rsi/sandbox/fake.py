@@ -270,6 +270,12 @@ class FakeSandboxProvider:
     def image_labels(self, tag: str) -> dict[str, str]:
         return {}
 
+    def image_release(self, tag: str) -> str:
+        return ""
+
+    def image_packages(self, tag: str) -> dict[str, str]:
+        return {}
+
     def verifier_python(self, tag: str, version: str | None) -> HostTree | str:
         return "from the host (the fake sandbox runs commands on the host)"
 

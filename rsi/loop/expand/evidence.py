@@ -79,9 +79,12 @@ def read_book(ctx: WorkspaceContext, gen: str, pool: Pool) -> Book:
     return book
 
 
+_TASK_SIDE = (ErrorType.VERIFIER_ERROR.value, ErrorType.SERVICE_UNREACHABLE.value)
+
+
 def _ev(rows: list[TrialRow], variant: str | None = None) -> list[Evidence]:
     return [Evidence(trial_id=t.id, agent=t.agent, passed=bool(t.passed), infra=is_infra(t.error_type),
-                     task_side=t.error_type == ErrorType.VERIFIER_ERROR.value,
+                     task_side=t.error_type in _TASK_SIDE,
                      config_digest=t.harness_config_digest, variant=variant) for t in rows]
 
 
