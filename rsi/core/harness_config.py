@@ -36,6 +36,7 @@ from pydantic import (
 from rsi.core.contract import Contract
 from rsi.core.digest import digest_obj
 from rsi.core.errors import pydantic_field
+from rsi.core.external import ExternalHarness, external_violations
 from rsi.core.model import RsiModel
 from rsi.core.mol import MolSpec
 
@@ -127,14 +128,20 @@ class ConfigLimits(_Strict):
 
 
 class HarnessConfig(_Strict):
-    """One harness config. Prompts hold template text; `file:NAME.j2` is inlined by the loader."""
+    """One harness config. Prompts hold template text; `file:NAME.j2` is inlined by the loader.
+
+    `kind: builtin` (the default) is rsi's own agent loop, driven by `prompt`, `sampling`, `loop`, `tools`.
+    `kind: external` runs a published agent program unmodified (rsi.core.external): `external` names it, its
+    version and its own config (inlined by the loader, in the digest); its prompts, sampling and step limit live
+    there, so `prompt` stays empty and `loop`/`sampling` are not used."""
 
     schema_version: int = 1
     name: str
     contract: str = ">=1.0,<2.0"
+    kind: Literal["builtin", "external"] = "builtin"
     model: ModelRef = Field(default_factory=ModelRef)
     action_format: Literal["tool_calls", "text"] = "text"
-    prompt: PromptSpec
+    prompt: PromptSpec = Field(default_factory=lambda: PromptSpec(system=""))
     sampling: Sampling = Field(default_factory=Sampling)
     loop: LoopSpec = Field(default_factory=LoopSpec)
     limits: ConfigLimits = Field(default_factory=ConfigLimits)
@@ -143,13 +150,41 @@ class HarnessConfig(_Strict):
     # Mixture-of-LoRA (rsi.core.mol): the grouping of families into adapters. Left out of the JSON form
     # when unset, so a config without it keeps the digest it had before the field existed.
     mol: MolSpec | None = None
+    # an external agent program (kind: external). Left out, with `kind`, of a built-in config's JSON form, so
+    # built-in configs keep the digests they had before the fields existed.
+    external: ExternalHarness | None = None
 
     @model_serializer(mode="wrap")
     def _drop_no_mol(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         if data.get("mol", 0) is None:
             data.pop("mol")
+        if data.get("kind") == "builtin":
+            data.pop("kind")
+        if data.get("external", 0) is None:
+            data.pop("external")
         return data
+
+    @model_validator(mode="after")
+    def _kind(self) -> HarnessConfig:
+        if self.kind == "external":
+            if self.external is None:
+                raise ValueError("kind external needs an `external:` section (program, version, config)")
+            if self.prompt.system or self.prompt.few_shot or self.prompt.instruction != "{{ instruction }}":
+                raise ValueError("prompt: an external harness's prompts live in its own config "
+                                 "(external.config), not in prompt")
+            if self.mol is not None:
+                raise ValueError("mol: Mixture-of-LoRA routing needs rsi's own loop (kind builtin)")
+        else:
+            if self.external is not None:
+                raise ValueError("external: only a config of kind external names an external program")
+            if not self.prompt.system:
+                raise ValueError("prompt.system: a built-in harness needs a system prompt")
+        return self
+
+    @property
+    def is_external(self) -> bool:
+        return self.external is not None
 
     @model_validator(mode="after")
     def _few_shot_format(self) -> HarnessConfig:
@@ -215,9 +250,11 @@ _CanonicalDumper.add_representer(str, _represent_str)
 # --- dotted paths --------------------------------------------------------------------------------
 
 # The roots `rsi expand` may vary through `search_space`.
-EXPANDABLE_ROOTS: tuple[str, ...] = ("prompt", "sampling", "loop", "action_format", "tools", "limits")
-# Paths no variant may set: the config's identity-of-record and the expansion plan itself.
-FROZEN_PATHS: tuple[str, ...] = ("schema_version", "name", "contract", "model.endpoint", "search_space", "mol")
+EXPANDABLE_ROOTS: tuple[str, ...] = ("prompt", "sampling", "loop", "action_format", "tools", "limits", "external")
+# Paths no variant may set: the config's identity-of-record and the expansion plan itself (an external
+# harness's program and version: a variant changes its config, never which program runs).
+FROZEN_PATHS: tuple[str, ...] = ("schema_version", "name", "contract", "model.endpoint", "search_space", "mol",
+                                 "kind", "external.program", "external.version")
 
 _INDEX = re.compile(r"\[(\d+)\]")
 
@@ -344,6 +381,10 @@ def config_violations(config: HarnessConfig, contract: Contract) -> list[str]:
         if value is not None and value > limit:
             out.append(f"{field}: {show_value(value)} loosens the contract's {what} ({show_value(limit)})")
 
+    if config.external is not None:
+        out.extend(external_violations(config.external, {
+            "max_turns": lim.max_turns, "max_tokens_per_turn": lim.max_tokens_per_turn,
+            "command_timeout_sec": lim.command_timeout_sec, "agent_timeout_sec": lim.agent_timeout_sec}))
     ceiling("loop.max_turns", config.loop.max_turns, lim.max_turns, "limits.max_turns")
     ceiling("sampling.max_tokens", config.sampling.max_tokens, lim.max_tokens_per_turn, "limits.max_tokens_per_turn")
     ceiling(

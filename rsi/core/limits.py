@@ -15,6 +15,7 @@ from typing import TypeVar
 from pydantic import ConfigDict, Field
 
 from rsi.core.contract import Contract
+from rsi.core.external import external_limits
 from rsi.core.harness_config import HarnessConfig
 from rsi.core.model import RsiModel
 from rsi.core.task import TaskSpec
@@ -64,13 +65,22 @@ def effective_limits(task: TaskSpec | None, contract: Contract, config: HarnessC
         network = False
     if cl is not None and cl.network is False:
         network = False
+    # an external program's own limits (its step limit, max_tokens, timeouts) tighten like a config's; its
+    # `loop` and `sampling` are not used, so they do not
+    ext = external_limits(config.external) if config is not None and config.external is not None else None
+    loop_turns = None if config is None or ext is not None else config.loop.max_turns
+    loop_tokens = None if config is None or ext is not None else config.sampling.max_tokens
+    loop_chars = None if config is None or ext is not None else config.loop.observation_max_chars
+    x = ext or {}
     return EffectiveLimits(
         agent_timeout_sec=_tightest(
             task.agent.timeout_sec if task else None,
             lim.agent_timeout_sec,
             cl.agent_timeout_sec if cl else None,
+            x.get("agent_timeout_sec"),
         ),
-        command_timeout_sec=_tightest(lim.command_timeout_sec, cl.command_timeout_sec if cl else None),
+        command_timeout_sec=_tightest(lim.command_timeout_sec, cl.command_timeout_sec if cl else None,
+                                      x.get("command_timeout_sec")),
         verifier_timeout_sec=_tightest(
             task.verifier.timeout_sec if task else None,
             lim.verifier_timeout_sec,
@@ -80,10 +90,7 @@ def effective_limits(task: TaskSpec | None, contract: Contract, config: HarnessC
         memory_mb=_tightest(env.memory_mb if env else None, box.memory_mb, cl.memory_mb if cl else None),
         pids=_tightest(env.pids if env else None, box.pids, cl.pids if cl else None),
         network=network,
-        max_turns=_tightest(lim.max_turns, config.loop.max_turns if config else None),
-        max_tokens_per_turn=_tightest(lim.max_tokens_per_turn, config.sampling.max_tokens if config else None),
-        observation_max_chars=_tightest(
-            contract.substrate.observation_max_chars,
-            config.loop.observation_max_chars if config else None,
-        ),
+        max_turns=int(_tightest(lim.max_turns, loop_turns, x.get("max_turns"))),
+        max_tokens_per_turn=int(_tightest(lim.max_tokens_per_turn, loop_tokens, x.get("max_tokens_per_turn"))),
+        observation_max_chars=_tightest(contract.substrate.observation_max_chars, loop_chars),
     )

@@ -102,6 +102,12 @@ class HarnessAgent:
         config = ctx.harness_config
         if config is None:
             raise AgentSetupError("agent 'harness' needs a harness config (none was given for this trial)")
+        if config.is_external:  # a published agent program behind the recording gateway (rsi.harness.external)
+            if ctx.extra.get("hint") is not None:
+                raise AgentSetupError("hinted rollouts need rsi's own loop, not an external harness")
+            from rsi.harness.external import run_external
+
+            return run_external(sandbox, ctx)
         lim = Limits(config, ctx)
         model_name = _model_name(ctx)
         tools = ctx.contract.openai_tools(config.tools)

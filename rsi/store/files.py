@@ -28,7 +28,8 @@ M = TypeVar("M", bound=BaseModel)
 _SKIP_PARTS = {"__pycache__", ".git", ".DS_Store"}
 
 
-def load_yaml_model(path: Path, model: type[M]) -> M:
+def load_yaml_model(path: Path, model: type[M], prepare: Any = None) -> M:
+    """`prepare(raw) -> raw` runs on the parsed mapping before validation (the external config's file)."""
     if not path.is_file():
         raise InputError(str(path), None, "file not found")
     try:
@@ -39,6 +40,8 @@ def load_yaml_model(path: Path, model: type[M]) -> M:
         raise InputError(str(path), None, f"invalid YAML{where}") from None
     if not isinstance(raw, dict):
         raise InputError(str(path), None, "expected a mapping at the top level")
+    if prepare is not None:
+        raw = prepare(raw)
     try:
         return model.model_validate(raw)
     except ValidationError as e:
@@ -50,8 +53,29 @@ def load_contract(path: Path) -> Contract:
 
 
 def load_harness_config(path: Path) -> HarnessConfig:
-    cfg = load_yaml_model(path, HarnessConfig)
+    cfg = load_yaml_model(path, HarnessConfig, prepare=lambda raw: _inline_external_config(raw, path))
     return _inline_template_files(cfg, path)
+
+
+def _inline_external_config(raw: dict[str, Any], path: Path) -> dict[str, Any]:
+    """An external harness's own config written as `external.config: file:NAME.yaml` is read from beside the
+    config and inlined (its content is then in the digest, as a prompt template's is)."""
+    ext = raw.get("external")
+    if not isinstance(ext, dict):
+        return raw
+    value = ext.get("config")
+    if not (isinstance(value, str) and value.startswith(FILE_PREFIX)):
+        return raw
+    f = path.parent / value.removeprefix(FILE_PREFIX).strip()
+    if not f.is_file():
+        raise InputError(str(path), "external.config", f"config file {f} not found")
+    try:
+        data = yaml.safe_load(f.read_text())
+    except yaml.YAMLError:
+        raise InputError(str(f), None, "invalid YAML (the external harness's config)") from None
+    if not isinstance(data, dict):
+        raise InputError(str(f), None, "expected a mapping at the top level (the external harness's config)")
+    return {**raw, "external": {**ext, "config": data}}
 
 
 def _inline_template_files(cfg: HarnessConfig, path: Path) -> HarnessConfig:
