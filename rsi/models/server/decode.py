@@ -5,6 +5,10 @@ decode to, and why it ended (end-of-sequence token, a stop string, a complete to
 or cancellation). A `Batch` holds the KV of several rows left-padded into one tensor per layer, so
 one forward pass advances all of them (continuous batching: rows join after their own prefill and
 leave as soon as they finish). With one row there is no padding and no mask.
+
+A row with a grammar (a forced tool call, a JSON `response_format`) takes only the tokens the grammar
+allows (constrain.py) and ends as soon as nothing more can follow. Logprobs are the model's own
+(before any constraint, temperature or top-p), as vLLM reports them by default.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from typing import Any
 import torch
 from transformers import DynamicCache, PreTrainedTokenizerBase
 
+from rsi.models.server.constrain import Constrained, Vocab
+from rsi.models.server.grammar import Node
 from rsi.models.server.kv_cache import LayerKV, cache_layers
 
 TOOL_CLOSE = "</tool_call>"
@@ -35,11 +41,31 @@ class GenRequest:
     stop: list[str] = field(default_factory=list)
     seed: int | None = None
     logprobs: bool = False  # record each sampled token's logprob (raw model distribution, as vLLM)
+    top_logprobs: int = 0  # and the k most likely tokens at each step
     choice: list[str] | None = None  # a choice constraint: the answer is the best-scored label
+    tool_choice: str = "auto"  # "auto" | "none" (tools stay in the prompt, no call is parsed) | "required"
+    grammar: Node | None = None  # every token must keep the text a prefix of this grammar (constrain.py)
+    prompt: str | list[int] | None = None  # a text completion's raw prompt (no chat template), else None
+    prompt_logprobs: int | None = None  # a text completion's echo: each prompt token's logprob (+ top k)
 
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0
+
+    @property
+    def parses_tools(self) -> bool:
+        """Tool calls are looked for in the answer (tools offered and tool_choice is not "none")."""
+        return bool(self.tools) and self.tool_choice != "none"
+
+
+@dataclass
+class TokenLogprob:
+    """One token of OpenAI's `logprobs.content`: its text, bytes, logprob and the top alternatives."""
+
+    token: str
+    bytes: list[int]
+    logprob: float | None  # None: a prompt's first token (nothing before it to predict it)
+    top: list[tuple[str, list[int], float]] = field(default_factory=list)
 
 
 @dataclass
@@ -58,6 +84,9 @@ class GenResult:
     prompt_ids: list[int] = field(default_factory=list)  # the exact prompt tokens (vLLM `prompt_token_ids`)
     logprobs: list[float] | None = None  # per completion token, when the request asked for them
     tokens: list[str] | None = None  # the completion tokens as strings, with `logprobs`
+    logprob_content: list[TokenLogprob] | None = None  # the same with bytes and top alternatives
+    prompt_text: str | None = None  # a text completion's prompt as text (for `echo`)
+    prompt_logprob_content: list[TokenLogprob] | None = None  # echo: every prompt token (the first: logprob None)
     # a choice request: label -> summed log-probability of its tokens after the prompt
     choice_scores: dict[str, float] | None = None
 
@@ -88,15 +117,22 @@ class Row:
         *,
         cancel: threading.Event,
         on_delta: Callable[[str], object] | None = None,
+        vocab: Vocab | None = None,
     ) -> None:
         self.request = request
         self.prompt_ids = prompt_ids
         self.tok = tok
         self.eos_ids = set(eos_ids)
         self.cancel = cancel
-        self.on_delta = on_delta if not request.tools else None  # tool replies are parsed whole at the end
+        self.on_delta = on_delta if not request.parses_tools else None  # tool replies are parsed whole at the end
+        self.constrained: Constrained | None = None
+        if request.grammar is not None:
+            assert vocab is not None, "a grammar needs the vocabulary"
+            self.constrained = Constrained(request.grammar, vocab)
         self.ids: list[int] = []
         self.logprobs: list[float] = []
+        self.top: list[list[tuple[int, float]]] = []  # the top_logprobs alternatives at each step
+        self.prompt_logprobs: list[TokenLogprob] | None = None  # echo: the prompt's own logprobs (from token 2)
         self.text = ""
         self.emitted = 0
         self.finish: str | None = None
@@ -126,9 +162,20 @@ class Row:
         With a `guess` (speculative decoding), a sampled row keeps it with probability p(guess) and
         otherwise draws from p with the guess taken out: the token is distributed exactly as p, as
         speculative sampling with a draft that puts all its mass on the guess. Greedy: the argmax."""
-        token = self._choose(logits) if guess is None or self.request.greedy else self._keep_or_redraw(logits, guess)
-        if self.request.logprobs:
-            self.logprobs.append(float(torch.log_softmax(logits.float(), dim=-1)[token]))
+        req = self.request
+        if self.constrained is not None:  # never speculated
+            token = self.constrained.pick(logits, temperature=req.temperature, top_p=req.top_p,
+                                          generator=self.generator)
+        elif guess is None or req.greedy:
+            token = self._choose(logits)
+        else:
+            token = self._keep_or_redraw(logits, guess)
+        if req.logprobs:
+            lp = torch.log_softmax(logits.float(), dim=-1)
+            self.logprobs.append(float(lp[token]))
+            if req.top_logprobs > 0:
+                vals, idx = torch.topk(lp, min(req.top_logprobs, int(lp.numel())))
+                self.top.append(list(zip(idx.tolist(), vals.tolist(), strict=True)))
         return token
 
     def _choose(self, logits: torch.Tensor) -> int:
@@ -169,6 +216,8 @@ class Row:
         """Take one generated token; True when the row is finished."""
         self.ids.append(token)
         req = self.request
+        if self.constrained is not None:
+            self.constrained.advance(token)
         if token in self.eos_ids:
             self.finish = "stop"
         else:
@@ -177,7 +226,9 @@ class Row:
             if hits:
                 cut, self.stop_reason = min(hits)
                 self.text, self.finish = self.text[:cut], "stop"
-            elif req.tools and (TOOL_CLOSE in self.text or complete_json_call(self.text)):
+            elif self.constrained is not None and self.constrained.finished:
+                self.finish = "stop"  # the grammar is complete: nothing may follow
+            elif req.parses_tools and (TOOL_CLOSE in self.text or complete_json_call(self.text)):
                 if TOOL_CLOSE in self.text:  # stop after the call: nothing after it is ever used
                     self.text = self.text[: self.text.index(TOOL_CLOSE) + len(TOOL_CLOSE)]
                 self.finish = "stop"
@@ -297,4 +348,4 @@ class Batch:
         return out.logits[:, -1, :]
 
 
-__all__ = ["Batch", "GenRequest", "GenResult", "Row", "complete_json_call"]
+__all__ = ["Batch", "GenRequest", "GenResult", "Row", "TokenLogprob", "complete_json_call"]

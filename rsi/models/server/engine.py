@@ -14,6 +14,9 @@ model and runs a continuous-batching loop:
 - a request decoded alone is speculated (speculate.py): the tokens that followed the latest earlier
   occurrence of its last tokens are checked in one forward pass; greedy answers stay the same and
   a sampled request's tokens keep their distribution (and its seed reproduces them);
+- a request with a grammar (a forced tool call, a JSON response_format) takes only allowed tokens
+  (constrain.py) and is never speculated; a text completion's prompt is raw text or token ids, and
+  its `echo` logprobs are read off the prefill's logits (that prefill skips the prefix cache);
 - a row ends at an end-of-sequence token, a stop string, a complete tool call (requests with tools),
   `max_tokens`, or cancellation: a cancelled request (its client went away) leaves the batch at the
   next step, or between prefill chunks, and frees the engine at once;
@@ -39,79 +42,30 @@ import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
-from rsi.core.errors import RsiError  # noqa: E402
 from rsi.models.server.choice import score_labels  # noqa: E402
+from rsi.models.server.constrain import Vocab  # noqa: E402
 from rsi.models.server.decode import Batch, GenRequest, GenResult, Row  # noqa: E402
+from rsi.models.server.jobs import Cancelled, EngineError, Job  # noqa: E402
 from rsi.models.server.kernels import apply_kernels  # noqa: E402
 from rsi.models.server.kv_cache import PrefixCache, cache_layers  # noqa: E402
 from rsi.models.server.model_files import config_of, default_dtype, resolve_model  # noqa: E402
+from rsi.models.server.prompts import (  # noqa: E402
+    PromptError,
+    chunk_logprobs,
+    completion_entries,
+    echo_entries,
+    encode,
+    logprob_entry,
+    render_chat,
+)
 from rsi.models.server.speculate import speculative_step  # noqa: E402
-from rsi.models.server.tools import parse_tool_calls, render_tool_calls, tools_system_text  # noqa: E402
+from rsi.models.server.tools import parse_tool_calls  # noqa: E402
 from rsi.models.sizing import ServerSizing, size_server  # noqa: E402
 
 hf_logging.disable_progress_bar()
 
 BASE_ADAPTER = "__base__"  # PEFT's name for "no adapter" in a mixed batch
 PREFILL_CHUNK = 256  # tokens per prefill forward pass; cancellation is checked between chunks
-
-
-class EngineError(RsiError):
-    """A request the engine refuses; `status` is the HTTP code the server answers with."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class Cancelled(EngineError):
-    def __init__(self) -> None:
-        super().__init__("request cancelled", status=499)
-
-
-class Job:
-    """One submitted request: wait for it, stream it, or cancel it."""
-
-    def __init__(self, request: GenRequest, on_delta: Callable[[str], object] | None = None) -> None:
-        self.request = request
-        self.on_delta = on_delta
-        self.cancelled = threading.Event()
-        self.done = threading.Event()
-        self.result: GenResult | None = None
-        self.error: BaseException | None = None
-        self.queued_at = time.monotonic()
-        self._callbacks: list[Callable[[Job], object]] = []
-        self._cb_lock = threading.Lock()
-        self.wake: Callable[[], None] = lambda: None
-
-    def cancel(self) -> None:
-        """Give the request up: it leaves the queue or the batch at once and its answer is Cancelled."""
-        self.cancelled.set()
-        self.wake()
-
-    def add_done_callback(self, fn: Callable[[Job], object]) -> None:
-        with self._cb_lock:
-            if not self.done.is_set():
-                self._callbacks.append(fn)
-                return
-        fn(self)
-
-    def _resolve(self, result: GenResult | None = None, error: BaseException | None = None) -> None:
-        with self._cb_lock:
-            if self.done.is_set():
-                return
-            self.result, self.error = result, error
-            self.done.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for fn in callbacks:
-            fn(self)
-
-    def wait(self, timeout: float | None = None) -> GenResult:
-        if not self.done.wait(timeout):
-            raise TimeoutError("generation did not finish in time")
-        if self.error is not None:
-            raise self.error
-        assert self.result is not None
-        return self.result
 
 
 class Engine:
@@ -144,6 +98,7 @@ class Engine:
         self._loads = 0
         self.prefix_cache = PrefixCache(self.sizing.prefix_cache_bytes)
         self._stop_ids = self._stop_token_ids()
+        self._vocab: Vocab | None = None
         template = self.tokenizer.chat_template or ""
         self._template_has_tools = "tools" in template
         self._lock = threading.Lock()  # guards self.model / self.adapters against the worker
@@ -252,40 +207,39 @@ class Engine:
 
     def render(self, req: GenRequest) -> str:
         """The request's prompt text via the chat template (tools in the system prompt if needed)."""
-        msgs: list[dict[str, Any]] = []
-        for m in req.messages:
-            content = m.get("content")
-            if isinstance(content, list):  # OpenAI content parts: keep the text ones
-                content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-            content = content or ""
-            if m.get("tool_calls"):
-                content = "\n".join(x for x in (content, render_tool_calls(m["tool_calls"])) if x)
-            msgs.append({"role": m["role"], "content": content})
-        kwargs: dict[str, Any] = {}
-        if req.tools:
-            if self._template_has_tools:
-                kwargs["tools"] = req.tools
-            else:
-                tool_text = tools_system_text(req.tools)
-                if msgs and msgs[0]["role"] == "system":
-                    msgs[0] = {"role": "system", "content": msgs[0]["content"] + "\n\n" + tool_text}
-                else:
-                    msgs.insert(0, {"role": "system", "content": tool_text})
         try:
-            return str(self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, **kwargs))
-        except Exception as e:  # jinja errors from the model's own template
-            raise EngineError(f"messages could not be rendered with the chat template: {e}") from e
+            return render_chat(self.tokenizer, req, self._template_has_tools)
+        except PromptError as e:
+            raise EngineError(str(e)) from e
 
     def prompt_ids(self, req: GenRequest) -> torch.Tensor:
-        ids = self.tokenizer(self.render(req), add_special_tokens=False, return_tensors="pt")["input_ids"][0]
+        try:
+            ids = encode(self.tokenizer, req, self._template_has_tools)
+        except PromptError as e:
+            raise EngineError(str(e)) from e
         n = int(ids.numel())
         if n + req.max_tokens > self.context_len:
+            where = "prompt" if req.prompt is not None else "messages"
             raise EngineError(
                 f"This model's maximum context length is {self.context_len} tokens. However, you "
-                f"requested {n + req.max_tokens} tokens ({n} in the messages, {req.max_tokens} in "
-                "the completion). Please reduce the length of the messages or completion."
+                f"requested {n + req.max_tokens} tokens ({n} in the {where}, {req.max_tokens} in "
+                f"the completion). Please reduce the length of the {where} or completion."
             )
         return ids
+
+    def prompt_text(self, req: GenRequest) -> str:
+        """A text completion's prompt as text (what `echo` returns); a chat's rendered prompt."""
+        if isinstance(req.prompt, str):
+            return req.prompt
+        if req.prompt is None:
+            return self.render(req)
+        return str(self.tokenizer.decode(self.prompt_ids(req).tolist(), skip_special_tokens=False))
+
+    def vocab(self) -> Vocab:
+        """Every token's text and bytes (built on first use: constrained decoding, logprobs)."""
+        if self._vocab is None:
+            self._vocab = Vocab(self.tokenizer, self._stop_ids)
+        return self._vocab
 
     # -- requests ------------------------------------------------------------------------
 
@@ -364,7 +318,8 @@ class Engine:
 
     def _speculates(self, batch: Batch) -> bool:
         """A request decoded alone is speculated (prompt lookup), when the sizing allows it."""
-        return self.sizing.speculate > 0 and len(batch.rows) == 1 and batch.rows[0].pad == 0
+        rows = batch.rows
+        return self.sizing.speculate > 0 and len(rows) == 1 and rows[0].pad == 0 and rows[0].constrained is None
 
     def _next_job(self) -> Job | None:
         """The next queued job to serve now, else None: a choice request first (it is one prefill and never
@@ -408,10 +363,12 @@ class Engine:
         if req.model != self.model_id and req.model not in self.adapters:
             raise EngineError(f"The model `{req.model}` does not exist.", status=404)
         ids = self.prompt_ids(req)
-        row = Row(req, ids, self.tokenizer, self._stop_ids, cancel=job.cancelled, on_delta=job.on_delta)
+        vocab = self.vocab() if req.grammar is not None or req.logprobs or req.prompt_logprobs is not None else None
+        row = Row(req, ids, self.tokenizer, self._stop_ids, cancel=job.cancelled, on_delta=job.on_delta, vocab=vocab)
         row.job, row.queue_sec = job, time.monotonic() - job.queued_at
         start, kv = 0, None
-        if self.prefix_cache.enabled:
+        echo = req.prompt_logprobs  # every prompt position's logits are needed: no prefix cache
+        if self.prefix_cache.enabled and echo is None:
             start, kv = self.prefix_cache.lookup(self._kv_key(req.model), ids)
         cache = DynamicCache(ddp_cache_data=kv) if kv else DynamicCache()
         names = self._adapter_names([row])
@@ -419,15 +376,21 @@ class Engine:
         threads = self.sizing.prefill_threads
         if threads != self.sizing.threads:
             torch.set_num_threads(threads)
+        scored: list[tuple[int, float, list[tuple[int, float]]]] = []
         try:
             for lo in range(start, int(ids.numel()), PREFILL_CHUNK):
                 if job.cancelled.is_set():
                     raise Cancelled()
                 chunk = ids[None, lo : lo + PREFILL_CHUNK]
-                out = self.model(input_ids=chunk, cache=cache, use_cache=True, logits_to_keep=1, **extra)
+                out = self.model(input_ids=chunk, cache=cache, use_cache=True, logits_to_keep=0 if echo is not None
+                                 else 1, **extra)
+                if echo is not None:
+                    scored += chunk_logprobs(out.logits[0], ids[lo + 1 : lo + 1 + PREFILL_CHUNK], echo)
         finally:
             if threads != self.sizing.threads:
                 torch.set_num_threads(self.sizing.threads)
+        if vocab is not None and echo is not None:
+            row.prompt_logprobs = [logprob_entry(vocab, t, lp, top) for t, lp, top in scored]
         row.cached_tokens = start
         row.kv_len = int(ids.numel())
         layers = cache_layers(cache)
@@ -460,7 +423,8 @@ class Engine:
             if int(kv[0][0].shape[2]) == int(seq.numel()):
                 self.prefix_cache.insert(self._kv_key(row.adapter), seq, kv)
         req = row.request
-        content, calls = parse_tool_calls(row.text, tools_offered=bool(req.tools))
+        content, calls = parse_tool_calls(row.text, tools_offered=True) if req.parses_tools else (row.text, [])
+        vocab = self._vocab if req.logprobs else None
         result = GenResult(
             text=content,
             tool_calls=calls,
@@ -473,8 +437,13 @@ class Engine:
             completion_ids=list(row.ids),
             prompt_ids=[int(x) for x in row.prompt_ids.tolist()],
             logprobs=list(row.logprobs) if req.logprobs else None,
-            tokens=list(self.tokenizer.convert_ids_to_tokens(row.ids)) if req.logprobs else None,
+            tokens=[vocab.piece(t)[0] for t in row.ids] if vocab is not None else None,
+            logprob_content=completion_entries(vocab, row.ids, row.logprobs, row.top) if vocab is not None else None,
         )
+        if req.prompt is not None:  # a text completion: its prompt text (and logprobs) for `echo`
+            result.prompt_text = req.prompt if isinstance(req.prompt, str) else \
+                str(self.tokenizer.decode(result.prompt_ids, skip_special_tokens=False))
+            result.prompt_logprob_content = echo_entries(self._vocab, result.prompt_ids, row.prompt_logprobs)
         row.job._resolve(result)
 
 
