@@ -24,13 +24,14 @@ def build_base(
     ] = None,
     suite: Annotated[
         str | None,
-        typer.Option("--suite", help="Debian suite: for --as (default: by tag), or alone to build rsi-base:SUITE."),
+        typer.Option("--suite", help="Release codename: for --as (default: the tag's), or alone: rsi-base:SUITE."),
     ] = None,
 ) -> None:
     """Build the local base image (Debian minbase + python3) with debootstrap and `docker import`.
 
-    `--as python:3.13-slim-bookworm` stands a local image in for a public one a task's FROM names
-    (trixie for python 3.13 / ubuntu 24.04, bookworm otherwise); trials record the substitution.
+    `--as python:3.13-slim-bookworm` stands a local image in for a public one a task's FROM names, of the
+    tag's own release (bookworm there, with CPython 3.13 in /usr/local; trixie for python:3.13-slim) and with
+    its apt sources, so the Dockerfile's apt-get installs that release's versions; trials record it.
     `--suite trixie` builds rsi-base:trixie, from which rsi also assembles the Python 3.13 it adds to
     verifiers whose image has none (a TB 2.x test.sh's `uvx -p 3.13` on a python:3.11 image)."""
     from rsi.sandbox.base_image import base_image_present, build_base_image, resolve_base_image, substitute_base

@@ -24,14 +24,19 @@ _ADDRESS = re.compile(
 )
 
 
+_URL = re.compile(r"://(?P<host>localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1\])(?::(?P<port>\d{1,5}))?",
+                  re.IGNORECASE)
+
+
 def service_failure(stdout: str, stderr: str) -> str | None:
     """The first line of the verifier's output that says a connection failed, with the local address it
-    names if any, e.g. "the tests could not reach a service on localhost:8000: <line>"; None when none does."""
+    names (or else the first local URL in that output) if any, e.g. "the tests could not reach a service
+    on localhost:8000: <line>"; None when none does."""
     for text in (stdout, stderr):
         for line in text.splitlines():
             if not _UNREACHABLE.search(line):
                 continue
-            addr = _ADDRESS.search(line)
+            addr = _ADDRESS.search(line) or _URL.search(text)  # else the local URL the tests asked for
             where = ""
             if addr is not None:
                 where = f" on {addr.group('host')}" + (f":{addr.group('port')}" if addr.group("port") else "")

@@ -19,10 +19,16 @@ import docker
 
 from rsi.core.errors import RsiError
 from rsi.sandbox.docker_io import call
+from rsi.sandbox.portable_python import DEST as PY_DEST
+from rsi.sandbox.portable_python import SOURCE_IMAGE as PY_SOURCE
+from rsi.sandbox.portable_python import VERSION as PY_VERSION
+from rsi.sandbox.portable_python import PortablePython, portable_python
+from rsi.sandbox.releases import DEBIAN, UBUNTU, Release, python_for, release_for, release_of
 
 DEFAULT_BASE_IMAGE = "rsi-base:bookworm"
 ENV_BASE_IMAGE = "RSI_BASE_IMAGE"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
+UBUNTU_KEYRING = "/usr/share/keyrings/ubuntu-archive-keyring.gpg"
 IMPORT_CHANGES = [
     "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "ENV LANG=C.UTF-8",
@@ -67,19 +73,31 @@ def build_base_image(
     suite: str = "bookworm",
     progress: Progress | None = None,
     *,
-    mirror: str = DEFAULT_MIRROR,
+    mirror: str | None = None,
     client: docker.DockerClient | None = None,
 ) -> str:
     """Debootstrap `suite` (minbase + python3) and import it as `name`; return the image id.
 
-    Takes a minute or more and needs network access to a Debian mirror.
+    Takes a minute or more and needs network access to the release's mirror (Debian's, or Ubuntu's archive
+    for an Ubuntu codename, which also needs Ubuntu's archive keyring on the host).
     """
     say = progress or (lambda _line: None)
     debootstrap = check_debootstrap()
+    release = release_of(suite) if suite in (*DEBIAN, *UBUNTU) else None
+    extra: list[str] = []
+    if release is not None and release.distro == "ubuntu":
+        if not Path(UBUNTU_KEYRING).is_file():
+            raise BaseImageError(
+                f"cannot build a stand-in for {release} ({suite}): Ubuntu's archive keyring {UBUNTU_KEYRING} is not "
+                "on this host, and rsi never installs an unverified release; name a Debian base instead")
+        extra = [f"--keyring={UBUNTU_KEYRING}"]
     client = client or _client()
     with tempfile.TemporaryDirectory(prefix="rsi-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
-        cmd = [debootstrap, "--variant=minbase", "--include=python3", suite, str(rootfs), mirror]
+        cmd = [debootstrap, "--variant=minbase", "--include=python3", *extra, suite, str(rootfs),
+               mirror or (release.mirror if release else DEFAULT_MIRROR)]
+        if release is not None and release.distro == "ubuntu":
+            cmd.append("/usr/share/debootstrap/scripts/gutsy")  # every Ubuntu release since uses gutsy's script
         say(f"running {' '.join(cmd)}")
         _run_streaming(cmd, say, what="debootstrap")
         say(f"importing {rootfs} as {name}")
@@ -114,40 +132,81 @@ def import_rootfs(rootfs: Path, name: str, *, client: docker.DockerClient | None
     return str(info["Id"])
 
 
-LABEL_SUBSTITUTE = "rsi.substitute"  # on a tag made by `build-base --as`: "debian <suite> minbase + python3"
-
-# Debian suites whose python3 matches the public images task Dockerfiles name (python 3.13 -> trixie).
-_TRIXIE_HINTS = ("3.13", "trixie", "debian:13", "24.04", "noble")
+LABEL_SUBSTITUTE = "rsi.substitute"  # on a tag made by `build-base --as`: what it really is
+LABEL_RELEASE = "rsi.release"  # on such a tag: the codename of the release it is (bookworm, trixie, noble)
 
 
 def suite_for(tag: str) -> str:
-    """The Debian suite whose packages best stand in for `tag` (trixie's python3 is 3.13, bookworm's 3.11)."""
-    return "trixie" if any(h in tag for h in _TRIXIE_HINTS) else "bookworm"
+    """The release codename a public image tag is built on (releases.py: bookworm for
+    python:3.13-slim-bookworm, trixie for python:3.13-slim, noble for ubuntu:24.04)."""
+    return release_for(tag).codename
 
 
 def substitute_base(tag: str, *, suite: str | None = None, force: bool = False,
                     progress: Progress | None = None, client: docker.DockerClient | None = None) -> str:
     """Make `tag` (a public base image a Dockerfile names, e.g. python:3.13-slim-bookworm) resolve with no
-    registry: an rsi base image of the right Debian suite, built once per suite and tagged as `tag`,
-    with a label that says what it really is (the trial records the substitution)."""
-    suite = suite or suite_for(tag)
+    registry: an rsi base image of the tag's own release (bookworm there, never the host's), built once
+    per release, with that release's apt sources (main, updates, security: an `apt-get install` in the
+    task's Dockerfile gets the release's versions) and, for a `python:X.Y` tag whose release ships
+    another python3, rsi's portable CPython 3.13 in /usr/local (3.13 is the only one rsi has: any other
+    version is a one-line BaseImageError, never a silent substitute). Labels say what it really is (the
+    trial records it). A tag already made from the same recipe and base is left as it is."""
+    release = release_of(suite) if suite else release_for(tag)
     client = client or _client()
     api = client.api
-    local = f"rsi-base:{suite}"
+    local = f"rsi-base:{release.codename}"
     if force or call(f"inspect image {local}", api.inspect_image, local, missing_ok=True) is None:
-        build_base_image(local, suite, progress, client=client)
+        build_base_image(local, release.codename, progress, client=client)
+    local_info = call(f"inspect image {local}", api.inspect_image, local)
+    assert local_info is not None
+    wanted, python = python_for(tag), None
+    if wanted is not None and wanted != release.python:
+        python = _python_tree(tag, wanted, release, progress, client)
+    what = f"{release} minbase + python3 {release.python}" + (
+        f" + CPython {python.version} (rsi's portable, from Debian trixie) in /usr/local" if python else "")
+    label = f"{what}, standing in for {tag}"
+    have = call(f"inspect image {tag}", api.inspect_image, tag, missing_ok=True)
+    if have is not None and not force:
+        labels = (have.get("Config") or {}).get("Labels") or {}
+        if labels.get(LABEL_SUBSTITUTE) == label and labels.get("rsi.base_id") == local_info["Id"]:
+            return str(have["Id"])
     repo, _, version = tag.rpartition(":") if ":" in tag.split("/")[-1] else (tag, "", "latest")
-    # A tiny image FROM the suite's base, so the label is on the tag itself (docker tag cannot add one).
+    # A small image FROM the release's base, so the labels are on the tag itself (docker tag cannot add one).
     with tempfile.TemporaryDirectory(prefix="rsi-subst-") as tmp:
-        (Path(tmp) / "Dockerfile").write_text(
-            f'FROM {local}\nLABEL {LABEL_SUBSTITUTE}="debian {suite} minbase + python3, standing in for {tag}"\n'
-        )
+        ctx = Path(tmp)
+        (ctx / "sources").write_text(release.sources())
+        lines = [f"FROM {local}",
+                 f"COPY sources /etc/apt/sources.list.d/{release.distro}.sources",
+                 "RUN rm -f /etc/apt/sources.list"]
+        if python is not None:
+            shutil.copytree(python.root, ctx / "python", symlinks=True)
+            lines += [f"COPY python {PY_DEST}",
+                      f"RUN ln -s {PY_DEST}/bin/python{PY_VERSION} /usr/local/bin/python{PY_VERSION} && "
+                      f"ln -s python{PY_VERSION} /usr/local/bin/python3 && ln -s python3 /usr/local/bin/python"]
+        lines.append(f'LABEL {LABEL_SUBSTITUTE}="{label}" {LABEL_RELEASE}="{release.codename}" '
+                     f'rsi.base_id="{local_info["Id"]}"')
+        (ctx / "Dockerfile").write_text("\n".join(lines) + "\n")
         for _chunk in api.build(path=tmp, tag=f"{repo}:{version}", rm=True, pull=False, decode=True):
             if "error" in _chunk:
-                raise BaseImageError(f"tagging {local} as {tag} failed: {_chunk['error']}")
+                raise BaseImageError(f"making {tag} from {local} failed: {_chunk['error']}")
     info = call(f"inspect image {tag}", api.inspect_image, tag)
     assert info is not None
     return str(info["Id"])
+
+
+def _python_tree(tag: str, wanted: str, release: Release, progress: Progress | None,
+                 client: docker.DockerClient) -> PortablePython:
+    """rsi's portable CPython for a python:`wanted` tag on a release without it, or one BaseImageError."""
+    if wanted != PY_VERSION:
+        raise BaseImageError(
+            f"{tag} carries python {wanted}, which {release} does not ship (its python3 is {release.python}) and "
+            f"rsi can add only python {PY_VERSION}; name a base whose release has python {wanted}")
+    if call(f"inspect image {PY_SOURCE}", client.api.inspect_image, PY_SOURCE, missing_ok=True) is None:
+        build_base_image(PY_SOURCE, "trixie", progress, client=client)
+    got = portable_python(client)
+    if isinstance(got, str):
+        raise BaseImageError(f"{tag} carries python {wanted}, which {release} does not ship: {got}")
+    return got
 
 
 def base_tags(dockerfiles: list[Path]) -> set[str]:

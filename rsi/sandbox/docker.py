@@ -25,7 +25,7 @@ from rsi.sandbox.base import (
     SandboxError,
     SandboxSpec,
 )
-from rsi.sandbox.docker_build import build_image
+from rsi.sandbox.docker_build import apt_missing, build_image
 from rsi.sandbox.docker_events import event_watch
 from rsi.sandbox.docker_io import (
     call,
@@ -188,10 +188,26 @@ class DockerSandboxProvider:
                         f"base image {base} is not present (and could not be pulled); "
                         "build it with `rsi sandbox build-base` or set RSI_BASE_IMAGE"
                     ) from e
+                missing = apt_missing(e.log)
+                if missing is not None:  # one line naming the package and the release that lacks it
+                    raise BuildError(f"environment build failed: apt-get cannot install {missing[0]} from "
+                                     f"{self._release_of_from(Path(env_dir), base)}: {missing[1]}", e.log) from e
                 raise
             if self.image_id(tag) is None:
                 raise SandboxError(f"build {tag}: the daemon reported success but the image is missing")
             return ImageRef(tag=tag, built=True)
+
+    def _release_of_from(self, env_dir: Path, base: str | None) -> str:
+        """The release of the image the Dockerfile's last FROM names, e.g. "Debian GNU/Linux 12 (bookworm)
+        (python:3.13-slim-bookworm)"; the substitute's label says it where one stands in."""
+        from rsi.sandbox.base_image import LABEL_RELEASE, base_tags
+
+        tags = sorted(base_tags([env_dir / "Dockerfile"])) or ([base] if base else [])
+        for tag in tags:
+            said = self.image_release(tag) or self.image_labels(tag).get(LABEL_RELEASE, "")
+            if said:
+                return f"{said}, the release of {tag}"
+        return "the base image's release"
 
     def remove_image(self, tag: str) -> None:
         call(f"remove image {tag}", self.api.remove_image, tag, force=True, missing_ok=True)

@@ -39,6 +39,31 @@ def infra_cause(text: str) -> str | None:
     return None
 
 
+# apt-get's own words for "this release has no such package (version)": the package is named in group `p`.
+APT_MISSING = (
+    re.compile(r"E: Version '(?P<v>[^']+)' for '(?P<p>[^']+)' was not found"),
+    re.compile(r"E: Unable to locate package (?P<p>\S+)"),
+    re.compile(r"E: Couldn't find any package by (?:glob|regex) '(?P<p>[^']+)'"),
+    re.compile(r"E: Package '(?P<p>[^']+)' has no installation candidate"),
+    re.compile(r"^\s*(?P<p>\S+) : Depends: .* but it is not (?:installable|going to be installed)", re.MULTILINE),
+)
+
+
+def apt_missing(log: str) -> tuple[str, str] | None:
+    """(package, apt's line) when a failed build's apt-get could not find a package or version, else None."""
+    text = _ANSI.sub("", log)
+    for pattern in APT_MISSING:
+        found = list(pattern.finditer(text))
+        if found:
+            m = found[-1]
+            pkg = m.group("p") + (f"={m.group('v')}" if "v" in m.groupdict() and m.group("v") else "")
+            return pkg, m.group(0).strip()
+    return None
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
 def build_image(
     api: docker.APIClient,
     env_dir: Path,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from rsi.exec.trial import TrialEnv
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.init import init_workspace
 from rsi.loop.run import RunRequest, run_job
@@ -94,13 +95,23 @@ def test_a_harbor_service_task_that_asks_for_shared_passes_with_oracle_and_fails
 
 
 @pytest.mark.parametrize("mode", ["", 'environment_mode = "separate"'])
-def test_without_shared_by_name_a_harbor_task_is_graded_at_the_snapshot_level(
+def test_without_shared_by_name_a_harbor_service_task_is_graded_at_the_snapshot_level_with_its_service(
     ctx: WorkspaceContext, tmp_path: Path, mode: str
 ) -> None:
-    """Harbor's own default is `shared`; rsi's is the snapshot level: a fresh verifier container from
-    the frozen agent container, where nothing the agent left running (its service) takes part."""
+    """Harbor's own default is `shared`; rsi's is the snapshot level: a fresh verifier container from the
+    paused agent container's snapshot, in that container's network namespace, so the service the agent left
+    running answers; a contract with `agent_services: stopped` ends it before grading."""
     task = _task(tmp_path / "tasks", "service-snapshot" + ("-separate" if mode else ""), mode)
     t = run_job(ctx, RunRequest(paths=[task], agent="oracle")).trials[0]
+    assert t.integrity == "snapshot" and t.passed, (t.error_type, t.error_message)
+    if mode:
+        return
+
+    def stop_services(env: TrialEnv) -> None:
+        g = env.contract.grading.model_copy(update={"agent_services": "stopped"})
+        env.contract = env.contract.model_copy(update={"grading": g})
+
+    t = run_job(ctx, RunRequest(paths=[task], agent="oracle"), trial_env_hook=stop_services).trials[0]
     assert t.integrity == "snapshot" and not t.passed and t.reward == 0.0, (t.error_type, t.error_message)
 
 
@@ -135,8 +146,9 @@ def test_a_public_from_tag_resolves_offline_and_the_trial_records_the_substituti
 def test_base_tags_come_from_from_lines() -> None:
     from rsi.sandbox.base_image import base_tags, suite_for
 
-    assert suite_for("python:3.13-slim-bookworm") == "trixie" and suite_for("ubuntu:24.04") == "trixie"
-    assert suite_for("python:3.11-slim") == "bookworm" and suite_for("debian:bullseye-slim") == "bookworm"
+    assert suite_for("python:3.13-slim-bookworm") == "bookworm" and suite_for("ubuntu:24.04") == "noble"
+    assert suite_for("python:3.11-slim") == "bookworm" and suite_for("debian:bullseye-slim") == "bullseye"
+    assert suite_for("python:3.13-slim") == "trixie"
     d = Path(__file__).parent / "_tmp_dockerfile"
     try:
         d.write_text("ARG BASE_IMAGE=x\nFROM ${BASE_IMAGE}\nFROM --platform=linux/amd64 ubuntu:24.04 AS build\n"
@@ -228,7 +240,8 @@ def test_terminal_bench_2_1_shaped_tasks_pass_with_oracle_and_fail_with_nop_offl
     """Under the default contract (no network), although the tasks say allow_internet = true: test.sh's
     `apt-get install curl`, uv's installer and `uvx -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5` are served
     from the host. log-error-counts is FROM python:3.11 (the bookworm stand-in, python 3.11) but its test.sh
-    runs `uvx -p 3.13`: rsi's portable CPython 3.13 answers, last on PATH; the others' images have 3.13.
+    runs `uvx -p 3.13`: rsi's portable CPython 3.13 answers, last on PATH; the others' images have 3.13 (the
+    bookworm stand-in for python:3.13-slim-bookworm carries it in /usr/local).
     kv-http-service's test talks to the server the agent left running, so it asks for the shared verifier."""
     import docker
 

@@ -123,5 +123,11 @@ def test_service_failures_are_read_from_the_tests_output(line: str, where: str) 
     assert why is not None and line.strip() in why and (where in why)
 
 
+def test_an_address_elsewhere_in_the_output_names_the_service() -> None:
+    out = ('BASE = "http://localhost:8000"\n    with urllib.request.urlopen(BASE + path, timeout=10) as r:\n'
+           "E   OSError: [Errno 99] Cannot assign requested address\n")
+    assert "on localhost:8000: E   OSError: [Errno 99]" in str(service_failure(out, ""))
+
+
 def test_a_wrong_answer_is_not_a_service_failure() -> None:
     assert service_failure("E   AssertionError: assert 'Hello' == 'Hi'\n1 failed", "") is None
