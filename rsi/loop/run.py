@@ -434,6 +434,11 @@ def _model_endpoint(arm_plans: list[ArmPlan], ctx: WorkspaceContext) -> Iterator
     if not configs:
         yield None
         return
+    for c in configs:  # an external harness must be installed at its pinned version before anything runs
+        if c.external is not None:
+            from rsi.harness.external.base import check_installed
+
+            check_installed(c.external)
     endpoints = sorted({c.model.endpoint for c in configs})
     if len(endpoints) > 1:
         raise ConfigError(f"the job's harness configs name different model endpoints ({', '.join(endpoints)}); "

@@ -103,8 +103,11 @@ class MiniSweAgentRunner:
 
     def run(self, run: ExternalRun) -> ExternalResult:
         _quiet_imports()
+        import litellm
         from minisweagent.agents.default import DefaultAgent
         from minisweagent.models import get_model
+
+        litellm.suppress_debug_info = True  # its "Provider List" banner on every cost lookup
 
         cfg = copy.deepcopy(run.harness.config)
         lim = run.limits
