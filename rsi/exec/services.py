@@ -24,7 +24,9 @@ _ADDRESS = re.compile(
 )
 
 
-_URL = re.compile(r"://(?P<host>localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1\])(?::(?P<port>\d{1,5}))?",
+# a local address with its port anywhere in the output: a URL, pytest's locals (host = 'localhost:8000',
+# address = ('localhost', 8000))
+_URL = re.compile(r"(?:://|['\"(])(?P<host>localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1\])(?::|['\"]?,\s*)(?P<port>\d{1,5})",
                   re.IGNORECASE)
 
 

@@ -21,7 +21,7 @@ class Check:
 def base_tag_checks(task_paths: list[Path]) -> list[Check]:
     """One check per public base image the tasks' Dockerfiles name: present locally, or the command
     that makes it resolve with no registry (`rsi sandbox build-base --as TAG`)."""
-    from rsi.sandbox.base_image import base_image_present, base_tags
+    from rsi.sandbox.base_image import base_image_present, base_tags, stale_stand_in, suite_for
     from rsi.store.files import find_task_dirs
 
     task_dirs = find_task_dirs(task_paths)
@@ -29,6 +29,11 @@ def base_tag_checks(task_paths: list[Path]) -> list[Check]:
     out = []
     for tag in sorted(base_tags([f for f in dockerfiles if f.is_file()])):
         present = base_image_present(tag)
+        stale = stale_stand_in(tag) if present else None
+        if stale is not None:  # apt-get in the task's Dockerfile would install another release's versions
+            out.append(Check(f"base {tag}", False, f"a stand-in from an older recipe ({stale}), not labelled "
+                             f"as {suite_for(tag)}'s release", f"rsi sandbox build-base --as {tag}"))
+            continue
         out.append(Check(f"base {tag}", present, "present" if present else "needed by the tasks' FROM lines",
                          None if present else f"rsi sandbox build-base --as {tag}"))
     needing = [d.name for d in task_dirs if _verifier_needs_python_313(d)]

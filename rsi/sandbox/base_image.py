@@ -194,6 +194,18 @@ def substitute_base(tag: str, *, suite: str | None = None, force: bool = False,
     return str(info["Id"])
 
 
+def stale_stand_in(tag: str, client: docker.DockerClient | None = None) -> str | None:
+    """What a present stand-in for `tag` says it is when it is not labelled as the tag's own release (made by
+    an older rsi: python:3.13-slim-bookworm from trixie), else None (absent, a real image, or the right one)."""
+    api = (client or _client()).api
+    info = call(f"inspect image {tag}", api.inspect_image, tag, missing_ok=True)
+    labels = ((info or {}).get("Config") or {}).get("Labels") or {}
+    said = labels.get(LABEL_SUBSTITUTE)
+    if not said or labels.get(LABEL_RELEASE) == release_for(tag).codename:
+        return None
+    return str(said)
+
+
 def _python_tree(tag: str, wanted: str, release: Release, progress: Progress | None,
                  client: docker.DockerClient) -> PortablePython:
     """rsi's portable CPython for a python:`wanted` tag on a release without it, or one BaseImageError."""

@@ -19,7 +19,7 @@ whose only way out is a PyPI (and Debian) mirror the installer cannot be fetched
   `SSL_CERT_FILE`), which a verifier without network cannot reach.
 
 Python comes from the image when it has the version test.sh asks uv for (`-p 3.13` finds `python3.13`
-on a python:3.13 image or on the trixie stand-in `rsi sandbox build-base --as` makes for it); on an
+on a python:3.13 image or on the stand-in `rsi sandbox build-base --as` makes for it); on an
 image without it, the provider adds rsi's portable CPython 3.13 (portable_python.py) last on `PATH`.
 The trial records that a shim was used and what it held (`extra["verifier_shim"]`), the Python too.
 """

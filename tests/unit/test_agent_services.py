@@ -129,5 +129,11 @@ def test_an_address_elsewhere_in_the_output_names_the_service() -> None:
     assert "on localhost:8000: E   OSError: [Errno 99]" in str(service_failure(out, ""))
 
 
+def test_pytests_locals_name_the_service() -> None:
+    out = ("address = ('localhost', 8000), timeout = 10, source_address = None\n"
+           "E               OSError: [Errno 99] Cannot assign requested address\n")
+    assert "on localhost:8000:" in str(service_failure(out, ""))
+
+
 def test_a_wrong_answer_is_not_a_service_failure() -> None:
     assert service_failure("E   AssertionError: assert 'Hello' == 'Hi'\n1 failed", "") is None
