@@ -78,6 +78,14 @@ def show(
                       f"outside the writable roots", markup=False, highlight=False)
     for base, what in (fidelity.get("base_substitution") or {}).items():
         console.print(f"base image {base} was a local substitute: {what}", markup=False, highlight=False)
+    env = fidelity.get("environment") or {}
+    if env.get("release") or env.get("apt_installed"):
+        pkgs = " ".join(f"{n}={v}" for n, v in (env.get("apt_installed") or {}).items())
+        console.print(f"environment: {env.get('release') or '?'} (FROM {env.get('from')}); the Dockerfile installed: "
+                      f"{pkgs or 'no Debian package'}", markup=False, highlight=False)
+    for key in ("agent_services", "service_unreachable"):
+        if fidelity.get(key):
+            console.print(f"{key.replace('_', ' ')}: {fidelity[key]}", markup=False, highlight=False)
     shim = fidelity.get("verifier_shim")
     if shim:
         console.print("verifier tool shim:", markup=False, highlight=False)
@@ -107,4 +115,6 @@ def _fidelity(result: Path) -> dict[str, Any]:
         extra = json.loads(result.read_text()).get("extra") or {}
     except (OSError, ValueError):
         return {}
-    return {k: extra[k] for k in ("base_substitution", "verifier_shim", "package_manager") if extra.get(k)}
+    keys = ("base_substitution", "verifier_shim", "package_manager", "environment", "agent_services",
+            "service_unreachable")
+    return {k: extra[k] for k in keys if extra.get(k)}

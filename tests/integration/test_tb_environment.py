@@ -146,6 +146,13 @@ def test_tb_fixtures_pass_with_oracle_and_fail_with_nop_offline_unedited(
         installed = env["apt_installed"]
         assert str(installed["openssl"]).startswith("3.0."), installed  # bookworm's, as the author had it
         assert "kept" in str(extra["agent_services"])
+        from typer.testing import CliRunner
+
+        from rsi.cli.app import app
+
+        shown = CliRunner().invoke(app, ["-w", str(ctx.ws.root), "trials", "show", ok.id])
+        assert "environment: Debian GNU/Linux 12 (bookworm)" in shown.output, shown.output
+        assert f"openssl={installed['openssl']}" in shown.output
     else:
         assert "2 passed" in _out(ok)
     nop = run_job(ctx, RunRequest(paths=[task], agent="nop")).trials[0]
