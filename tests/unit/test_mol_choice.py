@@ -82,7 +82,9 @@ def test_sglang_regex_of_literal_labels_is_the_same_constraint() -> None:
     {"structured_outputs": {"json": {"type": "object"}}},
     {"structured_outputs": {"choice": []}},
     {"structured_outputs": {"choice": ["L0", "L0"]}},
-    {"response_format": {"type": "json_object"}},
+    {"response_format": {"type": "json_object"}, "structured_outputs": {"choice": LABELS}},
+    {"structured_outputs": {"choice": LABELS}, "n": 2},
+    {"structured_outputs": {"choice": LABELS}, "logprobs": True},
     {"regex": "L[0-9]+"},
     {"structured_outputs": {"choice": LABELS}, "stream": True},
 ])

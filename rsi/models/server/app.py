@@ -1,7 +1,8 @@
 """The embedded server's HTTP side: vLLM's OpenAI-compatible API subset on FastAPI + uvicorn.
 
-Routes: `GET /v1/models`, `POST /v1/chat/completions` (also `stream: true`, server-sent events as
-OpenAI and vLLM send them), `POST /v1/load_lora_adapter`, `POST /v1/unload_lora_adapter`, and
+Routes: `GET /v1/models`, `POST /v1/chat/completions` and `POST /v1/completions` (legacy text
+completions, completions.py), both with `n` choices and `stream: true` (server-sent events as OpenAI
+and vLLM send them), `POST /v1/load_lora_adapter`, `POST /v1/unload_lora_adapter`, and
 `GET /health` (what the engine runs with: sizing, queue, prefix-cache counters). Errors use OpenAI's
 shape `{"error": {"message", "type", "code"}}` with proper 4xx codes; a full queue answers 503.
 
@@ -12,12 +13,11 @@ abandoned request never holds the model.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -26,40 +26,31 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from rsi.models.server.completions import completions_route
 from rsi.models.server.decode import GenRequest, GenResult
-from rsi.models.server.engine import Engine, EngineError, Job
+from rsi.models.server.engine import Engine, EngineError
+from rsi.models.server.http_jobs import (
+    JobStream,
+    error_body,
+    job_error,
+    submit_all,
+    top_entries,
+    usage_body,
+    wait_all,
+)
 from rsi.models.server.schemas import ChatCompletionRequest, LoadLoraRequest, UnloadLoraRequest
 
 log = logging.getLogger("rsi.models.server")
-
-_ERROR_TYPES = {
-    400: "BadRequestError",
-    404: "NotFoundError",
-    405: "MethodNotAllowed",
-    500: "InternalServerError",
-    503: "ServiceUnavailableError",
-}
-DISCONNECT_POLL_SEC = 0.2
-
-
-def error_body(status: int, message: str) -> dict[str, Any]:
-    return {"error": {"message": message, "type": _ERROR_TYPES.get(status, "Error"), "code": status}}
 
 
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse(error_body(status, message), status_code=status)
 
 
-def _usage(res: GenResult) -> dict[str, Any]:
-    return {
-        "prompt_tokens": res.prompt_tokens,
-        "completion_tokens": res.completion_tokens,
-        "total_tokens": res.prompt_tokens + res.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": res.cached_tokens},
-    }
-
-
 def _logprobs(res: GenResult) -> dict[str, Any] | None:
+    if res.logprob_content is not None:
+        return {"content": [{"token": e.token, "logprob": e.logprob, "bytes": e.bytes, "top_logprobs": top_entries(e)}
+                            for e in res.logprob_content]}
     if res.logprobs is None:
         return None
     toks = res.tokens or [""] * len(res.logprobs)
@@ -67,106 +58,95 @@ def _logprobs(res: GenResult) -> dict[str, Any] | None:
                         for t, lp in zip(toks, res.logprobs, strict=True)]}
 
 
-def completion_body(req: GenRequest, res: GenResult, cid: str, created: int,
-                    token_ids: bool = False) -> dict[str, Any]:
+def _choice(index: int, res: GenResult, token_ids: bool) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": res.text}
     if res.tool_calls:
         message["tool_calls"] = res.tool_calls
+    choice: dict[str, Any] = {
+        "index": index,
+        "message": message,
+        "finish_reason": res.finish_reason,
+        "stop_reason": res.stop_reason,  # vLLM's field: the stop string that matched
+        "logprobs": _logprobs(res),
+    }
+    if res.choice_scores is not None:  # a choice request: the label's margin over the runner-up (nats)
+        ranked = sorted(res.choice_scores.values(), reverse=True)
+        choice["choice"] = {
+            "label": res.text, "margin": round(ranked[0] - ranked[1], 6) if len(ranked) > 1 else 0.0,
+            "scores": res.choice_scores}
+    if token_ids:  # vLLM's `return_token_ids`
+        choice["token_ids"] = res.completion_ids
+    return choice
+
+
+def completion_body(req: GenRequest, res: GenResult | Sequence[GenResult], cid: str, created: int,
+                    token_ids: bool = False) -> dict[str, Any]:
+    """A chat.completion with one choice per result."""
+    results = [res] if isinstance(res, GenResult) else list(res)
     body: dict[str, Any] = {
         "id": cid,
         "object": "chat.completion",
         "created": created,
         "model": req.model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": res.finish_reason,
-                "stop_reason": res.stop_reason,  # vLLM's field: the stop string that matched
-                "logprobs": _logprobs(res),
-            }
-        ],
-        "usage": _usage(res),
+        "choices": [_choice(i, r, token_ids) for i, r in enumerate(results)],
+        "usage": usage_body(results),
     }
-    if res.choice_scores is not None:  # a choice request: the label's margin over the runner-up (nats)
-        ranked = sorted(res.choice_scores.values(), reverse=True)
-        body["choices"][0]["choice"] = {
-            "label": res.text, "margin": round(ranked[0] - ranked[1], 6) if len(ranked) > 1 else 0.0,
-            "scores": res.choice_scores}
-    if token_ids:  # vLLM's `return_token_ids`
-        body["prompt_token_ids"] = res.prompt_ids
-        body["choices"][0]["token_ids"] = res.completion_ids
+    if token_ids:
+        body["prompt_token_ids"] = results[0].prompt_ids
     return body
 
 
-async def _wait(request: Request, job: Job) -> GenResult:
-    """The job's result; cancel it if the client disconnects (or this task is cancelled) first."""
-    loop = asyncio.get_running_loop()
-    finished = asyncio.Event()
-    job.add_done_callback(lambda _j: loop.call_soon_threadsafe(finished.set))
-    try:
-        while not finished.is_set():
-            try:
-                await asyncio.wait_for(finished.wait(), timeout=DISCONNECT_POLL_SEC)
-            except TimeoutError:
-                if await request.is_disconnected():
-                    job.cancel()
-                    raise EngineError("client disconnected", status=499) from None
-    except asyncio.CancelledError:
-        job.cancel()
-        raise
-    return job.wait(0)
-
-
-def _chunk(cid: str, created: int, model: str, delta: dict[str, Any], **choice: Any) -> str:
+def _chunk(cid: str, created: int, model: str, index: int, delta: dict[str, Any], **choice: Any) -> str:
     body: dict[str, Any] = {
         "id": cid,
         "object": "chat.completion.chunk",
         "created": created,
         "model": model,
-        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None, **choice}],
+        "choices": [{"index": index, "delta": delta, "logprobs": None, "finish_reason": None, **choice}],
     }
     return f"data: {json.dumps(body)}\n\n"
 
 
-def _stream(engine: Engine, body: ChatCompletionRequest, req: GenRequest) -> StreamingResponse:
-    loop = asyncio.get_running_loop()
-    events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-    job = engine.submit(req, on_delta=lambda text: loop.call_soon_threadsafe(events.put_nowait, ("delta", text)))
-    job.add_done_callback(lambda j: loop.call_soon_threadsafe(events.put_nowait, ("done", j)))
+def _stream(engine: Engine, body: ChatCompletionRequest, reqs: list[GenRequest]) -> StreamingResponse:
+    model = reqs[0].model
+    stream = JobStream(engine, reqs)
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
 
     async def gen() -> AsyncIterator[str]:
+        results: list[GenResult] = []
         try:
-            yield _chunk(cid, created, req.model, {"role": "assistant", "content": ""})
-            while True:
-                kind, value = await events.get()
+            for i in range(len(reqs)):
+                yield _chunk(cid, created, model, i, {"role": "assistant", "content": ""})
+            async for kind, i, value in stream.events():
                 if kind == "delta":
-                    yield _chunk(cid, created, req.model, {"content": value})
+                    yield _chunk(cid, created, model, i, {"content": value})
                     continue
-                break
-            if job.error is not None:
-                status = getattr(job.error, "status", 500)
-                yield f"data: {json.dumps(error_body(status, str(job.error)))}\n\n"
-                yield "data: [DONE]\n\n"
-                return
-            res = job.wait(0)
-            if res.tool_calls:
-                calls = [{"index": i, **tc} for i, tc in enumerate(res.tool_calls)]
-                delta: dict[str, Any] = {"tool_calls": calls}
-                if res.text:
+                failed = job_error(value)
+                if failed is not None:
+                    stream.cancel_unfinished()
+                    yield f"data: {json.dumps(error_body(*failed))}\n\n"
+                    yield "data: [DONE]\n\n"
+                    return
+                res = value.wait(0)
+                results.append(res)
+                delta: dict[str, Any] = {}
+                if reqs[i].parses_tools and res.text:  # a reply that may hold a call is parsed whole, sent now
                     delta["content"] = res.text
-                yield _chunk(cid, created, req.model, delta)
-            yield _chunk(cid, created, req.model, {}, finish_reason=res.finish_reason, stop_reason=res.stop_reason)
+                if res.tool_calls:
+                    delta["tool_calls"] = [{"index": k, **tc} for k, tc in enumerate(res.tool_calls)]
+                if delta:
+                    yield _chunk(cid, created, model, i, delta)
+                # the choice's logprobs come whole with its last chunk (streamed text is cut at stop strings)
+                yield _chunk(cid, created, model, i, {}, finish_reason=res.finish_reason, stop_reason=res.stop_reason,
+                             logprobs=_logprobs(res))
             if include_usage:
-                usage = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": req.model,
-                         "choices": [], "usage": _usage(res)}
+                usage = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                         "choices": [], "usage": usage_body(results)}
                 yield f"data: {json.dumps(usage)}\n\n"
             yield "data: [DONE]\n\n"
-        finally:
-            if not job.done.is_set():  # the client went away mid-stream
-                job.cancel()
+        finally:  # the client went away mid-stream: nothing keeps running for it
+            stream.cancel_unfinished()
 
     return StreamingResponse(gen(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
@@ -210,17 +190,19 @@ def create_app(engine: Engine) -> FastAPI:
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(body: ChatCompletionRequest, request: Request) -> JSONResponse | StreamingResponse:
-        req = body.to_gen_request()
+        reqs = [body.to_gen_request(i) for i in range(body.n)]
         if body.stream:
-            await run_in_threadpool(engine.prompt_ids, req)  # 400s before the stream starts
-            return _stream(engine, body, req)
-        job = engine.submit(req)
-        res = await _wait(request, job)
+            await run_in_threadpool(engine.prompt_ids, reqs[0])  # 400s before the stream starts
+            return _stream(engine, body, reqs)
+        results = await wait_all(request, submit_all(engine, reqs))
         return JSONResponse(
-            completion_body(req, res, f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), body.return_token_ids),
+            completion_body(reqs[0], results, f"chatcmpl-{uuid.uuid4().hex}", int(time.time()),
+                            body.return_token_ids),
             # Time the request waited for the engine: the harness does not charge it to the agent.
-            headers={"X-Queue-Seconds": f"{res.queue_sec:.3f}"},
+            headers={"X-Queue-Seconds": f"{max(r.queue_sec for r in results):.3f}"},
         )
+
+    app.post("/v1/completions", response_model=None)(completions_route(engine))
 
     @app.post("/v1/load_lora_adapter")
     async def load(body: LoadLoraRequest) -> dict[str, str]:
