@@ -19,12 +19,15 @@ def register(app: typer.Typer) -> None:
 def init(
     directory: Annotated[Path, typer.Argument(help="Where to make the workspace.")] = Path("."),
     no_tasks: Annotated[bool, typer.Option("--no-tasks", help="Do not copy the starter tasks.")] = False,
+    harness: Annotated[str | None, typer.Option(
+        "--harness", help="The harness config gen-0000 pairs with (harness_configs/NAME.yaml; e.g. mini-swe, an "
+                          "external agent behind the recording gateway). Default: default.")] = None,
 ) -> None:
     """Make a workspace (contract, harness config, tasks, generations, .rsi/rsi.db) and register gen-0000."""
     from rsi.loop.init import init_workspace
 
     with errors():
-        m = init_workspace(directory, starter_tasks=not no_tasks)
+        m = init_workspace(directory, starter_tasks=not no_tasks, harness=harness)
     console.print(f"workspace ready at [bold]{directory.resolve()}[/]")
     console.print(
         f"{m.id}: base {m.base_model.id}, harness config {m.harness_config.name} "

@@ -171,8 +171,8 @@ class Discovery(_Strict):
     max_difficulty: int = Field(default=10, ge=1, le=10)
 
 
-SourceKind = Literal["self", "hinted", "oracle"]
-SOURCE_KINDS: tuple[SourceKind, ...] = ("self", "hinted", "oracle")
+SourceKind = Literal["self", "gateway", "hinted", "oracle"]
+SOURCE_KINDS: tuple[SourceKind, ...] = ("self", "gateway", "hinted", "oracle")
 
 
 class TrainingRules(_Strict):
@@ -189,8 +189,10 @@ class TrainingRules(_Strict):
     # Train templates held out of training (a function of the template id alone); their accepted completions'
     # log-probability is measured during training and stops it when it falls. 0: no validation slice.
     validation_fraction: float = Field(default=0.2, ge=0, lt=1)
-    # Which sources may train (DESIGN §12): `self` (the generation's own rollouts), `hinted` (its rollouts with a
-    # hint drawn from the reference, stored without it) and `oracle` (the reference replayed through the harness).
+    # Which sources may train (DESIGN §12): `self` (the generation's own rollouts), `gateway` (its own rollouts
+    # under an external harness, as the recording gateway saw them: exact served token ids), `hinted` (its
+    # rollouts with a hint drawn from the reference, stored without it) and `oracle` (the reference replayed
+    # through the harness).
     # Where caps bind, the model's own samples come first, then hinted, then replays (acceptance.per_task_quota
     # per task, per_template_cap per template, across sources).
     # The update refuses a dataset whose sample holds more than this share of an unseen-template holdout

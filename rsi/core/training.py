@@ -105,7 +105,8 @@ class TrialRecord:
     max_turns: int
     actions: tuple[str, ...] = ()  # the assistant replies, for near-duplicate detection
     template: str | None = None  # `<family>/<template>`; None on older tasks (then the task is its own)
-    # who chose the actions (DESIGN §12): `self` | `hinted:<level>` | `oracle`
+    # who chose the actions (DESIGN §12): `self` | `gateway` (self, under an external harness, recorded by the
+    # gateway) | `hinted:<level>` | `oracle`
     source: str = "self"
 
     @property
@@ -114,8 +115,9 @@ class TrialRecord:
 
     @property
     def own(self) -> bool:
-        """The generation's own unaided rollout: the only source with a group advantage (a policy-gradient term)."""
-        return self.source == "self"
+        """The generation's own unaided rollout (rsi's loop, or an external harness through the gateway): the only
+        sources with a group advantage (a policy-gradient term)."""
+        return self.source in OWN_SOURCES
 
 
 def source_kind(source: str) -> str:
@@ -129,7 +131,9 @@ def source_rank(source: str) -> tuple[int, str]:
     return (SOURCE_KINDS.index(kind) if kind in SOURCE_KINDS else len(SOURCE_KINDS), source)
 
 
-SOURCE_KINDS = ("self", "hinted", "oracle")
+SOURCE_KINDS = ("self", "gateway", "hinted", "oracle")
+# the model's own unaided rollouts: its served tokens and log-probs are the policy's
+OWN_SOURCES = ("self", "gateway")
 
 
 @dataclass

@@ -48,8 +48,11 @@ def gen0_manifest(ctx: WorkspaceContext) -> GenerationManifest:
     )
 
 
-def init_workspace(root: Path, *, starter_tasks: bool = True) -> GenerationManifest:
-    """Create the workspace layout at `root` (idempotent) and register gen-0000."""
+def init_workspace(root: Path, *, starter_tasks: bool = True, harness: str | None = None) -> GenerationManifest:
+    """Create the workspace layout at `root` (idempotent) and register gen-0000.
+
+    `harness` names the harness config gen-0000 pairs with (`harness_configs/<name>.yaml`, e.g. `mini-swe`, an
+    external agent); written to rsi.yaml. A workspace that already has rsi.yaml keeps its own."""
     root = root.resolve()
     if root.exists() and not root.is_dir():
         raise InputError(str(root), None, "exists and is not a directory")
@@ -72,7 +75,18 @@ def init_workspace(root: Path, *, starter_tasks: bool = True) -> GenerationManif
         if suite.is_dir() and not dest.exists() and suite.resolve() != dest:
             shutil.copytree(suite, dest, ignore=shutil.ignore_patterns("__pycache__"))
     if not ws.settings_path.exists():
-        write_atomic(ws.settings_path, yaml.safe_dump(WorkspaceSettings().model_dump(mode="json"), sort_keys=False))
+        settings = WorkspaceSettings()
+        if harness is not None:
+            rel = f"harness_configs/{harness}.yaml"
+            if not (root / rel).is_file():
+                known = ", ".join(sorted(p.stem for p in ws.harness_configs_dir.glob("*.yaml")))
+                raise InputError("--harness", None, f"no harness config {root / rel} (known: {known})")
+            settings = WorkspaceSettings(harness_config=rel)
+        write_atomic(ws.settings_path, yaml.safe_dump(settings.model_dump(mode="json"), sort_keys=False))
+    elif harness is not None and ws.resolve(WorkspaceContext(ws).settings.harness_config) != \
+            (root / f"harness_configs/{harness}.yaml"):
+        raise InputError(str(ws.settings_path), "harness_config",
+                         f"the workspace already pairs gen-0000 with another harness config; not {harness}")
     ctx = WorkspaceContext(ws)
     sync_generations(ctx.store, ws)
     manifest_path = ws.generations_dir / f"{generation_id(0)}.yaml"

@@ -5,7 +5,9 @@ the server saw and the completion it sampled. Where the dataset carries the serv
 embedded server returns them; vLLM does with `return_token_ids`), those exact ids are trained on, and
 the trainer's own rendering of the same messages (chat template + tokenizer, as the embedded server
 renders them) is checked against them token for token; a turn where they differ is refused and counted.
-Without token ids the turn is rendered (text-format trajectories only).
+Without token ids the turn is rendered (text-format trajectories only). A `gateway` line (an external harness's
+calls as the recording gateway saw them) is trained on its served ids exactly, never rendered or re-tokenised; a
+gateway turn without ids is dropped and counted (`no_tokens_gateway`).
 
 Throughput (issue 36; `train.pack`, `train.dtype`, `train.threads`): the turns of a trajectory share one
 sequence where their tokens chain, sequences are batched by length into forwards of at most `pack_tokens`
@@ -46,7 +48,7 @@ def render_prompt(tok: Any, messages: list[dict[str, Any]]) -> list[int]:
 def build_samples(lines: list[DatasetLine], tok: Any, max_len: int) -> tuple[list[Sample], dict[str, int]]:
     """Samples of every policy turn, and counts: turns, token-checked, equal, refused (mismatch), too long."""
     stats = {"turns": 0, "token_checked": 0, "token_equal": 0, "token_mismatch": 0, "too_long": 0,
-             "no_tokens_tool_calls": 0}
+             "no_tokens_tool_calls": 0, "token_served": 0, "no_tokens_gateway": 0}
     end_id = tok.convert_tokens_to_ids("<|im_end|>")
     out: list[Sample] = []
     for ln in lines:
@@ -56,12 +58,18 @@ def build_samples(lines: list[DatasetLine], tok: Any, max_len: int) -> tuple[lis
         for k, i in enumerate(turn_idx):
             stats["turns"] += 1
             old: list[float] | None = None
+            gateway = ln.source == "gateway"
+            if gateway and tokens is None:  # a gateway sample is its served ids or nothing: never re-rendered
+                stats["no_tokens_gateway"] += 1
+                continue
             if tokens is not None:
                 prompt = [int(x) for x in tokens[k]["prompt_token_ids"]]
                 completion = [int(x) for x in tokens[k]["completion_token_ids"]]
                 lp = tokens[k].get("logprobs")
                 old = [float(x) for x in lp] if lp and len(lp) == len(completion) else None
-                if textual:
+                if gateway:  # the ids the endpoint served, as the gateway recorded them: trained as they are
+                    stats["token_served"] += 1
+                elif textual:
                     stats["token_checked"] += 1
                     if render_prompt(tok, ln.messages[:i]) != prompt:
                         stats["token_mismatch"] += 1
@@ -80,7 +88,7 @@ def build_samples(lines: list[DatasetLine], tok: Any, max_len: int) -> tuple[lis
                 stats["too_long"] += 1
                 continue
             # only the model's own rollouts carry a policy-gradient term (hinted and oracle lines are SFT only)
-            own = ln.source == "self"
+            own = ln.source in ("self", "gateway")
             out.append(Sample(prompt, completion, old if own else None, ln.advantage if own else 0.0, ln.accepted,
                               str(ln.provenance.get("trial_id", "")), validation=ln.validation,
                               template=str(ln.provenance.get("template") or ln.provenance.get("task") or "")))

@@ -227,3 +227,47 @@ def test_an_uninstalled_or_other_version_is_a_setup_error(tmp_path: Path, contra
         update={"version": "0.0.1"})})
     with pytest.raises(AgentSetupError, match="0.0.1"):
         _run(tmp_path, contract, other, Endpoint(["x"]))
+
+
+@needs_msa
+def test_update_trains_on_exactly_the_ids_the_gateway_served(tmp_path: Path, contract: Contract,
+                                                             config: HarnessConfig) -> None:
+    """The trial's dataset line carries each call's served ids and log-probs; the trainer's samples are those ids,
+    even where the trainer's own rendering of the messages would differ (no re-tokenisation)."""
+    from rsi.loop.update.data import dataset_line, load_trial
+    from rsi.store.tables import TrialRow
+    from rsi.train.local import build_samples
+
+    ep = Endpoint(["```bash\nls\n```", "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"])
+    box = ScriptedSandbox(outputs={"echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT":
+                                   "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n"})
+    _run(tmp_path, contract, config, ep, box)
+    row = TrialRow(id="t1", job_id="j", task_name="hello", task_digest="0" * 64, generation="gen-0000",
+                   agent="harness", attempt=1, status="done", reward=1.0, passed=True,
+                   harness_config_digest=config.digest(), trial_dir=str(tmp_path / "trial"), turns=2)
+    loaded = load_trial(row, tmp_path, 6)
+    assert not isinstance(loaded, str), loaded
+    assert loaded.record.source == "gateway" and loaded.record.own
+    calls = read_calls(tmp_path / "trial" / "gateway.jsonl")
+    assert [t["completion_token_ids"] for t in loaded.tokens or []] == [c.completion_token_ids for c in calls]
+    line = dataset_line(loaded, accepted=True, group_id="g", sample_index=0, advantage=0.5,
+                        serving_digest=config.digest())
+
+    class Tok:  # a tokenizer whose rendering never matches the served prompt ids
+        def apply_chat_template(self, msgs: list[dict[str, str]], **_: Any) -> str:
+            return "rendered differently"
+
+        def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
+            return {"input_ids": [ord(c) for c in text]}
+
+        def convert_tokens_to_ids(self, tok: str) -> int:
+            return 0
+
+    samples, stats = build_samples([line], Tok(), 100_000)
+    assert [s.prompt for s in samples] == [c.prompt_token_ids for c in calls]
+    assert [s.completion for s in samples] == [c.completion_token_ids for c in calls]
+    assert [s.old_logprobs for s in samples] == [c.logprobs for c in calls]
+    assert stats["token_served"] == 2 and stats["token_mismatch"] == 0 and all(s.advantage == 0.5 for s in samples)
+    # a gateway line without ids is dropped, never rendered
+    samples, stats = build_samples([type(line)(**{**line.__dict__, "tokens": None})], Tok(), 100_000)
+    assert samples == [] and stats["no_tokens_gateway"] == 2

@@ -17,7 +17,7 @@ from typing import Any
 from rsi.core.errors import ConfigError
 from rsi.core.harness_config import HarnessConfig
 from rsi.core.replay import refers_to_hint
-from rsi.core.training import TrialRecord
+from rsi.core.training import OWN_SOURCES, TrialRecord
 from rsi.harness.atif import load_trajectory
 from rsi.loop.context import WorkspaceContext
 from rsi.store.tables import TrialRow
@@ -117,7 +117,8 @@ def load_trial(row: TrialRow, root: Path, max_turns: int, *, template: str | Non
     actions = tuple(str(m.get("content") or "") + json.dumps(m.get("tool_calls") or [], sort_keys=True)
                     for m in messages[head:] if m.get("role") == "assistant")
     tokens: list[dict[str, Any]] = []
-    for st in traj.steps if source == "self" else ():  # other sources' tokens were served in another context
+    # other sources' tokens were served in another context; `gateway` trajectories are nothing but served tokens
+    for st in traj.steps if source in OWN_SOURCES else ():
         ex = st.extra or {}
         if st.source == "agent" and ex.get("prompt_token_ids") is not None:
             tokens.append({"turn": ex.get("turn"), **{k: ex.get(k) for k in TOKEN_KEYS}})
