@@ -97,7 +97,7 @@ def serve(
                      "0 = off (default 8). Env RSI_MODEL_SPECULATE."),
     ] = None,
 ) -> None:
-    """Serve vLLM's API subset: /v1/models, /v1/chat/completions, /v1/(un)load_lora_adapter."""
+    """Serve vLLM's API subset: /v1/models, /v1/chat/completions, /v1/completions, /v1/(un)load_lora_adapter."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     with errors():
         from rsi.models.embedded import embedded_port, watch_parent
