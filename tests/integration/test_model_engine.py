@@ -187,6 +187,30 @@ def test_a_choice_request_is_served_between_decode_steps_of_a_full_batch(engine:
     assert plain.wait(300).completion_tokens >= 1
 
 
+def test_a_route_in_one_pass_scores_as_the_two_pass_route(engine: Engine) -> None:
+    """The labels' common first token (`L` of L0..L3) prefilled with the prompt: the same label and scores as
+    the prompt's prefill followed by a pass over the labels; the cache keeps the prompt and that token, so the
+    next turn's prompt (which continues with the chosen label) reuses both."""
+    route = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASKS[1]},
+             {"role": "user", "content": "Which adapter answers? Reply with one label."}]
+    labels = ["L0", "L1", "L2", "L3"]
+    try:
+        engine.choice_one_pass = False
+        engine.prefix_cache.clear()
+        two = engine.generate(_req(engine, route, choice=labels), timeout=300)
+        engine.choice_one_pass = True
+        engine.prefix_cache.clear()
+        one = engine.generate(_req(engine, route, choice=labels), timeout=300)
+    finally:
+        engine.choice_one_pass = True
+    assert one.text == two.text and one.choice_scores and two.choice_scores
+    for lab in labels:
+        assert one.choice_scores[lab] == pytest.approx(two.choice_scores[lab], abs=2e-3)
+    nxt = engine.generate(_req(engine, [*route, {"role": "assistant", "content": one.text},
+                                        {"role": "user", "content": "ok"}], max_tokens=1), timeout=300)
+    assert nxt.cached_tokens == one.prompt_tokens + 1  # the prompt and the label's first token
+
+
 def test_int8_kernels_still_serve_a_peft_adapter(model_ready: None, tmp_path: Path) -> None:
     from rsi.models.server.engine import Engine
     from rsi.models.sizing import size_server

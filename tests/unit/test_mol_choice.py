@@ -136,3 +136,28 @@ def test_labels_that_share_a_context_share_one_row() -> None:
     assert label_rows([[60, 32], [60, 33], [60, 34], [60, 35]]) == ([(60,)], [0, 0, 0, 0])
     assert label_rows([[5, 11], [5, 12, 30], [40]]) == ([(5, 12)], [0, 0, -1])
     assert label_rows([[5, 11], [6, 12], [5, 13, 2]]) == ([(5, 13), (6,)], [0, 1, 0])
+
+
+@torch.inference_mode()
+def test_a_common_label_prefix_prefilled_with_the_prompt_scores_the_same() -> None:
+    """The route in one pass: the labels' common first tokens go into the prompt's prefill; every label's score
+    is still its exact log-probability."""
+    from transformers import DynamicCache
+
+    from rsi.models.server.choice import common_prefix, prefilled_scores
+    from rsi.models.server.kv_cache import cache_layers
+
+    model = _tiny_model()
+    prompt = [3, 9, 4, 17, 22, 8]
+    assert common_prefix([[60, 32], [60, 33]]) == [60] and common_prefix([[5], [5, 1]]) == []
+    for labels in ([[5, 11], [5, 12], [5, 13]], [[5, 7, 11], [5, 7, 12, 30]], [[5, 11], [5, 12, 30]]):
+        common = common_prefix(labels)
+        assert common
+        cache = DynamicCache()
+        out = model(input_ids=torch.tensor([prompt + common]), cache=cache, use_cache=True,
+                    logits_to_keep=1 + len(common))
+        got = prefilled_scores(model, cache_layers(cache), out.logits[0], common, labels, None)
+        for ids, score in zip(labels, got, strict=True):
+            logp = torch.log_softmax(model(input_ids=torch.tensor([prompt + ids])).logits[0].float(), dim=-1)
+            want = sum(float(logp[len(prompt) - 1 + j, t]) for j, t in enumerate(ids))
+            assert score == pytest.approx(want, abs=1e-4)

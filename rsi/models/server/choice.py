@@ -87,4 +87,27 @@ def margin(scores: Sequence[float]) -> float:
     return s[0] - s[1] if len(s) > 1 else 0.0
 
 
-__all__ = ["label_rows", "margin", "score_labels"]
+def common_prefix(label_ids: Sequence[Sequence[int]]) -> list[int]:
+    """The tokens every label begins with, leaving each label at least one token of its own (`L` of L0..L9):
+    the engine prefills them with the prompt, in the same forward pass (one pass for the whole route)."""
+    out: list[int] = []
+    for col in zip(*[ids[: min(len(x) for x in label_ids) - 1] for ids in label_ids], strict=False):
+        if len(set(col)) != 1:
+            break
+        out.append(int(col[0]))
+    return out
+
+
+def prefilled_scores(model: Any, kv: list[LayerKV], kept_logits: torch.Tensor, common: Sequence[int],
+                     label_ids: Sequence[Sequence[int]], adapter_name: str | None) -> list[float]:
+    """Each label's log-probability when the prompt was prefilled together with the labels' `common` prefix:
+    `kept_logits` are the last len(common) + 1 positions' logits (the prompt's last token, then each common
+    token), `kv` covers prompt + common. Labels one token past the prefix need no further pass."""
+    logp = torch.log_softmax(kept_logits.float(), dim=-1)
+    shared = sum(float(logp[j, t]) for j, t in enumerate(common))
+    rest = [list(ids[len(common):]) for ids in label_ids]
+    tail = score_labels(model, kv, kept_logits[-1], rest, adapter_name)
+    return [shared + x for x in tail]
+
+
+__all__ = ["common_prefix", "label_rows", "margin", "prefilled_scores", "score_labels"]

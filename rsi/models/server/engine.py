@@ -29,7 +29,7 @@ import collections
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
-from rsi.models.server.choice import score_labels  # noqa: E402
+from rsi.models.server.choice import common_prefix, prefilled_scores, score_labels  # noqa: E402
 from rsi.models.server.constrain import Vocab  # noqa: E402
 from rsi.models.server.decode import Batch, GenRequest, GenResult, Row  # noqa: E402
 from rsi.models.server.jobs import Cancelled, EngineError, Job  # noqa: E402
@@ -97,6 +97,9 @@ class Engine:
         self._epochs: dict[str, int] = {}  # serve name -> load count: a reloaded name never sees old KV
         self._loads = 0
         self.prefix_cache = PrefixCache(self.sizing.prefix_cache_bytes)
+        # a choice's common label prefix in the prompt's prefill (one pass); False: the prefill, then a pass over
+        # the labels (the earlier way, kept so benchmarks/mol_turns.py can measure both on one engine)
+        self.choice_one_pass = True
         self._stop_ids = self._stop_token_ids()
         self._vocab: Vocab | None = None
         template = self.tokenizer.chat_template or ""
@@ -358,11 +361,16 @@ class Engine:
                 self._batch.add(row, kv)
 
     @torch.inference_mode()
-    def _prefill(self, job: Job) -> tuple[Row, list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+    def _prefill(self, job: Job, then: Sequence[int] = ()) -> tuple[Row, list[tuple[torch.Tensor, torch.Tensor]],
+                                                                   torch.Tensor]:
+        """Prefill the request's prompt (from the longest cached prefix): its row, KV and last logits. `then`
+        (a choice's common label prefix) is prefilled in the same pass: the KV covers it too and the logits
+        are the last len(then) + 1 positions'."""
         req = job.request
         if req.model != self.model_id and req.model not in self.adapters:
             raise EngineError(f"The model `{req.model}` does not exist.", status=404)
         ids = self.prompt_ids(req)
+        full = torch.cat([ids, torch.tensor(list(then), dtype=ids.dtype)]) if then else ids
         vocab = self.vocab() if req.grammar is not None or req.logprobs or req.prompt_logprobs is not None else None
         row = Row(req, ids, self.tokenizer, self._stop_ids, cancel=job.cancelled, on_delta=job.on_delta, vocab=vocab)
         row.job, row.queue_sec = job, time.monotonic() - job.queued_at
@@ -378,12 +386,15 @@ class Engine:
             torch.set_num_threads(threads)
         scored: list[tuple[int, float, list[tuple[int, float]]]] = []
         try:
-            for lo in range(start, int(ids.numel()), PREFILL_CHUNK):
+            bounds = list(range(start, int(full.numel()), PREFILL_CHUNK))
+            if then and len(bounds) > 1 and int(full.numel()) - bounds[-1] < 1 + len(then):
+                bounds.pop()  # the last chunk keeps every position whose logits are asked for
+            for lo, hi in zip(bounds, [*bounds[1:], int(full.numel())], strict=True):
                 if job.cancelled.is_set():
                     raise Cancelled()
-                chunk = ids[None, lo : lo + PREFILL_CHUNK]
+                chunk = full[None, lo:hi]
                 out = self.model(input_ids=chunk, cache=cache, use_cache=True, logits_to_keep=0 if echo is not None
-                                 else 1, **extra)
+                                 else 1 + len(then), **extra)
                 if echo is not None:
                     scored += chunk_logprobs(out.logits[0], ids[lo + 1 : lo + 1 + PREFILL_CHUNK], echo)
         finally:
@@ -392,22 +403,31 @@ class Engine:
         if vocab is not None and echo is not None:
             row.prompt_logprobs = [logprob_entry(vocab, t, lp, top) for t, lp, top in scored]
         row.cached_tokens = start
-        row.kv_len = int(ids.numel())
+        row.kv_len = int(full.numel())
         layers = cache_layers(cache)
+        if then:
+            return row, layers, out.logits[0, -(1 + len(then)):, :]
         return row, layers, out.logits[:, -1, :]
 
     @torch.inference_mode()
     def _choose(self, job: Job) -> GenResult:
         """A choice request: the best-scored label (rsi.models.server.choice), never a sampled token."""
         labels = job.request.choice or []
-        row, kv, logits = self._prefill(job)
         label_ids = [list(self.tokenizer(lab, add_special_tokens=False)["input_ids"]) for lab in labels]
         if any(not ids for ids in label_ids):
             raise EngineError("structured_outputs.choice: a label encodes to no token")
+        # the labels' common first tokens (`L` of L0..L9) ride in the prompt's own prefill: one pass in all
+        common = common_prefix(label_ids) if self.choice_one_pass and len(label_ids) > 1 else []
+        row, kv, logits = self._prefill(job, common)
         names = self._adapter_names([row])
-        scores = score_labels(self.model, kv, logits[0], label_ids, names[0] if names else None)
-        if self.prefix_cache.enabled and int(kv[0][0].shape[2]) == int(row.prompt_ids.numel()):
-            self.prefix_cache.insert(self._kv_key(row.adapter), row.prompt_ids, kv)
+        adapter = names[0] if names else None
+        if common:
+            scores = prefilled_scores(self.model, kv, logits, common, label_ids, adapter)
+        else:
+            scores = score_labels(self.model, kv, logits[0], label_ids, adapter)
+        seq = torch.cat([row.prompt_ids, torch.tensor(common, dtype=row.prompt_ids.dtype)])
+        if self.prefix_cache.enabled and int(kv[0][0].shape[2]) == int(seq.numel()):
+            self.prefix_cache.insert(self._kv_key(row.adapter), seq, kv)
         best = max(range(len(labels)), key=lambda i: scores[i])
         return GenResult(
             text=labels[best], tool_calls=[], finish_reason="stop", prompt_tokens=int(row.prompt_ids.numel()),
