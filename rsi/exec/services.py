@@ -38,7 +38,7 @@ def service_failure(stdout: str, stderr: str) -> str | None:
         for line in text.splitlines():
             if not _UNREACHABLE.search(line):
                 continue
-            addr = _ADDRESS.search(line) or _URL.search(text)  # else the local URL the tests asked for
+            addr = _ADDRESS.search(line) or _URL.search(f"{stdout}\n{stderr}")  # else the URL the tests asked for
             where = ""
             if addr is not None:
                 where = f" on {addr.group('host')}" + (f":{addr.group('port')}" if addr.group("port") else "")
