@@ -120,7 +120,7 @@ def fewshot_candidates(ctx: WorkspaceContext, job_id: str, gen_id: str, base: Ha
     (the job's search candidates: expand calls this again after each search round while it has none, so
     a task a candidate solved mid-search can teach the others, as DSPy bootstraps from any passing trace)."""
     have = [r for r in ctx.store.search_candidates(job_id) if r.origin == ORIGIN]
-    if have or k <= 0:
+    if have or k <= 0 or base.is_external:  # an external harness's prompts live in its own config
         return len(have)
     demos = load_demos(ctx, gen_id, tasks, [base_digest, *also], base)
     seen: set[str] = set()

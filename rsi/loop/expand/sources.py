@@ -92,6 +92,8 @@ def run_sources(ctx: WorkspaceContext, gen_id: str, base: ArmPlan, pool: Pool, r
     trials in all (None: no cap; expand leaves the search half of what the baseline left, as for the attribution
     controls); returns why the job must stop (budget, Ctrl-C), else None."""
     room: list[int | None] = [cap]
+    if base.config is not None and base.config.is_external:
+        return None  # replays and hints are turns of rsi's own loop; an external harness's data is its own calls
     gen = base.generation
     dirs = [Path(t.path) for t in pool.tasks]
     if plan.replays > 0:
