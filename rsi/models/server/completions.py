@@ -29,8 +29,7 @@ from rsi.models.server.decode import GenRequest, GenResult, TokenLogprob
 from rsi.models.server.fields import check_extra
 from rsi.models.server.grammar import Node
 from rsi.models.server.http_jobs import JobStream, Submits, error_body, job_error, submit_all, usage_body, wait_all
-from rsi.models.server.schema_grammar import SchemaUnsupported, any_object, schema_node
-from rsi.models.server.schemas import MAX_N, StreamOptions
+from rsi.models.server.schemas import MAX_N, StreamOptions, response_format_grammar
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for text completions
 MAX_LOGPROBS = 20  # vLLM's default max_logprobs
@@ -71,24 +70,8 @@ class CompletionRequest(BaseModel):
             raise ValueError(f"prompt: 1 to {MAX_PROMPTS} prompts")
         if any(isinstance(p, list) and not p for p in prompts):
             raise ValueError("prompt: an empty list of token ids")
-        self._grammar = self._response_format()
+        self._grammar = response_format_grammar(self.response_format)
         return self
-
-    def _response_format(self) -> Node | None:
-        rf = self.response_format
-        kind = (rf or {}).get("type", "text")
-        if rf is None or kind == "text":
-            return None
-        if kind == "json_object":
-            return any_object()
-        js = rf.get("json_schema")
-        if kind != "json_schema" or not isinstance(js, dict) or "schema" not in js:
-            raise ValueError(f"response_format: type {kind!r} is not served (text, json_object, json_schema "
-                             "with a schema)")
-        try:
-            return schema_node(js["schema"], "response_format.json_schema.schema")
-        except SchemaUnsupported as e:
-            raise ValueError(str(e)) from e
 
     def prompts(self) -> list[str | list[int]]:
         p = self.prompt

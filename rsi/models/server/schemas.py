@@ -32,6 +32,24 @@ MAX_N = 16  # choices per request
 MAX_TOP_LOGPROBS = 20  # OpenAI's limit
 
 
+def response_format_grammar(rf: dict[str, Any] | None) -> Node | None:
+    """The grammar a `response_format` asks for (None: text); ValueError (a 400) naming what is not served."""
+    kind = (rf or {}).get("type", "text")
+    if rf is None or kind == "text":
+        return None
+    if kind == "json_object":
+        return any_object()
+    if kind != "json_schema":
+        raise ValueError(f"response_format: type {kind!r} is not served (text, json_object, json_schema)")
+    js = rf.get("json_schema")
+    if not isinstance(js, dict) or "schema" not in js:
+        raise ValueError("response_format.json_schema: an object with a schema")
+    try:
+        return schema_node(js["schema"], "response_format.json_schema.schema")
+    except SchemaUnsupported as e:
+        raise ValueError(str(e)) from e
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -104,7 +122,7 @@ class ChatCompletionRequest(BaseModel):
                 raise ValueError(f"{'n' if self.n > 1 else 'logprobs'}: a choice constraint is scored, not "
                                  "sampled (one answer; the label scores are in choices[].choice)")
         self._tool_choice, tool_grammar = self._tools_constraint()
-        json_grammar = self._response_format()
+        json_grammar = response_format_grammar(self.response_format)
         if json_grammar is not None and (self.choice() is not None or (self.tools and self._tool_choice != "none")):
             raise ValueError("response_format: one constraint per request (with tools, set tool_choice to "
                              '"none"; not with structured_outputs or regex)')
@@ -145,23 +163,6 @@ class ChatCompletionRequest(BaseModel):
             return "required", tool_call_node([(f["name"], f.get("parameters")) for _, f in offered], "tools")
         except SchemaUnsupported as e:
             raise ValueError(f"tool_choice: the forced call's arguments cannot be constrained: {e}") from e
-
-    def _response_format(self) -> Node | None:
-        rf = self.response_format
-        kind = (rf or {}).get("type", "text")
-        if rf is None or kind == "text":
-            return None
-        if kind == "json_object":
-            return any_object()
-        if kind != "json_schema":
-            raise ValueError(f"response_format: type {kind!r} is not served (text, json_object, json_schema)")
-        js = rf.get("json_schema")
-        if not isinstance(js, dict) or "schema" not in js:
-            raise ValueError("response_format.json_schema: an object with a schema")
-        try:
-            return schema_node(js["schema"], "response_format.json_schema.schema")
-        except SchemaUnsupported as e:
-            raise ValueError(str(e)) from e
 
     def choice(self) -> list[str] | None:
         """The labels of the request's choice constraint (either spelling), else None."""
@@ -211,4 +212,5 @@ __all__ = [
     "StreamOptions",
     "LoadLoraRequest",
     "UnloadLoraRequest",
+    "response_format_grammar",
 ]
