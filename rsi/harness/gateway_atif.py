@@ -103,7 +103,7 @@ def trajectory_from_calls(
         if not call.ok:
             why = call.refused or f"HTTP {call.status} from the model endpoint"
             rec.add_agent(message="", model_name=call.pinned_model, extra=extra,
-                          results=[ObservationResult(content=why, extra={"gateway_error": True})])
+                          results=[ObservationResult(content=why, extra={"gateway_error": True})]).timestamp = call.at
             continue
         answer = _answer(call)
         in_next, added = _follow(call, nxt)
@@ -116,7 +116,7 @@ def trajectory_from_calls(
                       metrics=Metrics(prompt_tokens=call.usage.prompt_tokens,
                                       completion_tokens=call.usage.completion_tokens,
                                       cached_tokens=call.usage.cached_tokens),
-                      results=results or None, extra=extra)
+                      results=results or None, extra=extra).timestamp = call.at  # when the gateway saw the call
         flat.append(_plain({**answer, "role": "assistant"}))
         flat.extend(_plain(m) for m in added)
     return rec, flat
