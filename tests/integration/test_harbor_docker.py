@@ -102,6 +102,8 @@ def test_without_shared_by_name_a_harbor_service_task_is_graded_at_the_snapshot_
     paused agent container's snapshot, in that container's network namespace, so the service the agent left
     running answers; a contract with `agent_services: stopped` ends it before grading."""
     task = _task(tmp_path / "tasks", "service-snapshot" + ("-separate" if mode else ""), mode)
+    solve = task / "solution" / "solve.sh"  # served from a writable root (/srv is outside them: a void here)
+    solve.write_text(solve.read_text().replace("/srv", "/tmp/srv"))
     t = run_job(ctx, RunRequest(paths=[task], agent="oracle")).trials[0]
     assert t.integrity == "snapshot" and t.passed, (t.error_type, t.error_message)
     if mode:
