@@ -132,7 +132,10 @@ class EngineModel:
                             latency_sec=time.monotonic() - t0)
 
 
-def train_router(cfg: HarnessConfig, contract: Contract, train: list[Task], steps: int, out: Path) -> Path:
+def train_router(cfg: HarnessConfig, contract: Contract, train: list[Task], steps: int, out: Path, *,
+                 legend: bool = False) -> Path:
+    """L0 trained on routing examples (each task's route prompt -> its family's label); `legend`: in the
+    MolSpec.route_legend form (the labels in L0's system message, a short question)."""
     from rsi.core.training import TrainSettings
     from rsi.models.server.model_files import resolve_model
     from rsi.train.base import TrainRequest
@@ -142,7 +145,7 @@ def train_router(cfg: HarnessConfig, contract: Contract, train: list[Task], step
     spec = MolSpec(domains=DOMAINS)
     lines = []
     for t in train:
-        msgs = route_prompt(cfg, contract, t, DOMAINS)
+        msgs = route_prompt(cfg, contract, t, DOMAINS, legend=legend)
         lines.append(DatasetLine(messages=[*msgs, {"role": "assistant", "content": spec.label_of(t.family)}], tools=[],
                                  reward=1.0, accepted=True, group_id=t.name, sample_index=0, advantage=0.0,
                                  prompt_messages=len(msgs), provenance={"routing": True}))

@@ -16,7 +16,17 @@ then the user "reads" for `--think` seconds before the next message. Two arms, i
   it, never before the answer; an action-only turn gets the deterministic digest, no model call), L0's view warmed
   into the prefix cache between turns, the route in one pass (the labels' common `L` prefilled with the prompt).
   `--arms before,after,lazy` adds **lazy**: lazy summaries without the digest (every summary the model's), to read
-  the digest against model summaries.
+  the digest against model summaries. The after and lazy arms route in the `MolSpec.route_legend` form (the labels
+  explained once in L0's system message, a short question per turn: ~40 fewer tokens to prefill per route) with an
+  L0 trained on that form (`--router-legend`, trained like `--router` when missing); **after0** is after without
+  the legend (the old question, the `--router` L0), to read the legend's saving alone.
+
+Equal answers: the arms' answers differ (a different view or route gives a different answer, and a longer answer
+flatters the hop share), so besides each arm's raw share the script reports every arm's hop seconds on the path
+against the SAME answer seconds, the before arm's on each paired turn (`*_hop_share_equal_answers`, the figure the
+target is read on), and the mean hop seconds per turn (the robust number). Hop seconds on the path count the
+route, the summary (in line, or waited for) and any wait behind idle-time hop work (a settle still holding the
+session when the message arrives, an answer call queued behind a warm-up).
 
 Per turn: the user-visible latency (message in -> the adapter's last reply and its tool runs out; `before` also
 waits for its summary, since its next turn cannot start without it), the hops on that path (route; the summary, or
@@ -33,6 +43,7 @@ from __future__ import annotations
 import argparse
 import functools
 import random
+import signal
 import statistics
 import sys
 import tempfile
@@ -70,6 +81,8 @@ DOMAINS = {"L0": [], "L1": ["files", "text", "pipeline"], "L2": ["data", "logs"]
 FAMILIES = ("files", "text", "pipeline", "data", "logs", "pyfix")
 BASE_IMAGE = "rsi-base:bookworm"
 JOB = "bench-mol-turns"
+LEGEND = {"after": True, "lazy": True}  # arms routing in the MolSpec.route_legend form (their own trained L0)
+DIGEST = ("after", "after0")  # arms whose action-only turns get the digest
 
 
 @dataclass
@@ -85,6 +98,20 @@ class TurnRow:
     summary_path: float  # summary seconds on the path (in line, or waited for)
     passed: bool
     steps: int
+    wait_in: float = 0.0  # the message waited for idle-time work holding the session (on the path)
+    answer_queue: float = 0.0  # the answer calls waited in the engine's queue behind idle-time work (on the path)
+    answer_tokens: int = 0  # tokens the answering adapter decoded this turn
+
+    @property
+    def hop(self) -> float:
+        """Hop seconds on the user's path: the route, the summary (in line or waited for), and any wait behind
+        idle-time hop work (settle, warm-up) that spilled into this turn."""
+        return self.route + self.summary_path + self.wait_in + self.answer_queue
+
+    @property
+    def answer(self) -> float:
+        """The rest of the turn: the answer's own work (its model calls and tool runs)."""
+        return self.latency - self.hop
 
 
 @dataclass
@@ -184,7 +211,8 @@ def run_turn(arm: Arm, sess: MolSession, model: Any, task: Task, cfg: HarnessCon
         time.sleep(1.0)  # the conversation's sandbox is up and idle before the message arrives
         n_rec = len(sess.records)
         t0 = time.monotonic()  # the user's message arrives
-        sess.add_user(task.instruction)
+        sess.add_user(task.instruction)  # blocks while idle-time work (settle) holds the session
+        wait_in = time.monotonic() - t0
         sess.route(model)
         steps = 0
         for step in range(1, max_steps + 1):
@@ -216,18 +244,23 @@ def run_turn(arm: Arm, sess: MolSession, model: Any, task: Task, cfg: HarnessCon
         route = sum(r.wall_sec for r in new if r.hop == "route")
         on_path = (sum(r.wall_sec for r in new if r.hop == "summary") if sess.summaries == "inline"
                    else sess.summary_wait.get(sess.user_turn, 0.0))
+        answers = [r for r in new if r.hop == "answer"]
         passed = grade(box, task, contract, lim.verifier_timeout_sec)
     finally:
         box.stop()
     gold = MolSpec(domains=DOMAINS).label_of(task.family)
     arm.rows.append(TurnRow(arm.name, convo, turn, task.name, gold, sess.label, latency, route, on_path, passed,
-                            steps))
+                            steps, wait_in=wait_in, answer_queue=sum(r.queue_sec for r in answers),
+                            answer_tokens=sum(r.completion_tokens for r in answers)))
     return t_answer
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--router", type=Path, help="a trained L0 adapter directory (reused), or where to train one")
+    ap.add_argument("--router-legend", type=Path,
+                    help="the L0 of the legend arms (after, lazy), trained on the route_legend form: a trained "
+                         "adapter directory, or where to train one (as --router)")
     ap.add_argument("--steps", type=int, default=12, help="L0 training steps when no --router is given")
     ap.add_argument("--conversations", type=int, default=4)
     ap.add_argument("--turns", type=int, default=4, help="user messages per conversation")
@@ -258,11 +291,19 @@ def main() -> None:
                                         build_args={"BASE_IMAGE": BASE_IMAGE}, timeout=600)
             images[t.name] = ref.tag
         print(f"{len(convos)} conversations x {args.turns} turns over {len(used)} held-out tasks; images ready")
-        router = args.router
-        if router is None or not (router / "adapter_config.json").is_file():
-            train, _ = instructions(2, 1)
-            router = train_router(cfg, contract, train, args.steps, router or Path(tmp) / "router")
-            print(f"L0 trained ({args.steps} steps): {router}")
+        routers: dict[bool, Path] = {}
+        for legend, given in ((False, args.router), (True, args.router_legend)):
+            if not any(LEGEND.get(a.name, False) is legend for a in arms):
+                continue
+            for cand in (given, given / "adapter" if given else None):
+                if cand is not None and (cand / "adapter_config.json").is_file():
+                    routers[legend] = cand
+                    break
+            else:
+                train, _ = instructions(2, 1)
+                routers[legend] = train_router(cfg, contract, train, args.steps,
+                                               given or Path(tmp) / f"router-{int(legend)}", legend=legend)
+                print(f"L0 trained ({args.steps} steps{', legend form' if legend else ''}): {routers[legend]}")
         eng = Engine(sizing=size_server(max_batch=1, env={}))
 
         def scoring(*a: Any, **kw: Any) -> list[float]:  # `before` scores one row per label, as main did
@@ -273,52 +314,68 @@ def main() -> None:
             from rsi.train.peft_dir import write_identity_adapter
 
             identity = Path(tmp) / "identity"  # specialists answer as the base does (the demo's new specialists)
-            write_identity_adapter(Path(router), identity, "base")
+            write_identity_adapter(next(iter(routers.values())), identity, "base")
             for arm in arms:
                 for lab in DOMAINS:
-                    eng.load_adapter(f"{arm.name}-{lab.lower()}", str(router if lab == "L0" else identity))
+                    l0 = routers[LEGEND.get(arm.name, False)]
+                    eng.load_adapter(f"{arm.name}-{lab.lower()}", str(l0 if lab == "L0" else identity))
             model = TurnModel(eng)
             head = initial_messages(cfg, prompt_variables(cfg, instruction="", workdir="/app",
                                                           tools=contract.openai_tools(cfg.tools),
                                                           max_turns=cfg.loop.max_turns, task="conversation"))[:-1]
             t_all = time.monotonic()
-            for ci, convo in enumerate(convos):
-                order = arms if ci % 2 == 0 else list(reversed(arms))
-                for arm in order:
-                    names = {lab: f"{arm.name}-{lab.lower()}" for lab in DOMAINS}
-                    sess = MolSession(MolSpec(domains=DOMAINS, summary_tokens=64), names, head,
-                                      summaries="inline" if arm.name == "before" else "lazy",
-                                      finish_word=cfg.loop.finish_word if arm.name == "after" else None)
-                    idle: list[threading.Thread] = []
-                    for ti, task in enumerate(convo, 1):
-
-                        def between(s: MolSession = sess) -> None:  # the user is reading the answer
-                            s.settle(model)
-                            s.prewarm(model)
-
-                        def start_idle(last: bool = ti == len(convo), idle: list[threading.Thread] = idle) -> None:
-                            if not last:
-                                idle.append(threading.Thread(target=between, daemon=True))
-                                idle[-1].start()
-
-                        t_out = run_turn(arm, sess, model, task, cfg, contract, provider, images, ci, ti,
-                                         args.max_steps, on_answer=None if arm.name == "before" else start_idle)
-                        r = arm.rows[-1]
-                        print(f"  {arm.name} c{ci} t{ti} {task.name[:28]:28} gold {r.gold} -> {r.label}: "
-                              f"{r.latency:.2f} s (route {r.route:.2f}, summary on path {r.summary_path:.2f}), "
-                              f"{r.steps} step(s), pass {int(r.passed)}")
-                        time.sleep(max(0.0, args.think - (time.monotonic() - t_out)))
-                    for th in idle:
-                        th.join()
-                    arm.records += sess.records
-                    for ev in sess.as_json()["summaries"]:
-                        arm.digests += ev.get("source") == "digest"
-                        arm.model_summaries += ev.get("source") == "model" or ("source" not in ev)
+            signal.signal(signal.SIGTERM, _stop)
+            try:
+                run_all(convos, arms, model, cfg, contract, provider, images, head, args)
+            except KeyboardInterrupt:  # out of time: report the turns measured so far (paired turns only)
+                print("stopped early: reporting the turns measured so far")
             print(f"measured in {time.monotonic() - t_all:.0f} s")
         finally:
             eng.close()
             provider.gc(set(), scope={JOB})
     report(arms, args)
+
+
+def _stop(*_: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def run_all(convos: list[list[Task]], arms: list[Arm], model: Any, cfg: HarnessConfig, contract: Contract,
+            provider: Any, images: dict[str, str], head: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """Every conversation in every arm, the arms' order alternating per conversation."""
+    for ci, convo in enumerate(convos):
+        order = arms if ci % 2 == 0 else list(reversed(arms))
+        for arm in order:
+            names = {lab: f"{arm.name}-{lab.lower()}" for lab in DOMAINS}
+            spec = MolSpec(domains=DOMAINS, summary_tokens=64, route_legend=LEGEND.get(arm.name, False))
+            sess = MolSession(spec, names, head, summaries="inline" if arm.name == "before" else "lazy",
+                              finish_word=cfg.loop.finish_word if arm.name in DIGEST else None)
+            idle: list[threading.Thread] = []
+            for ti, task in enumerate(convo, 1):
+
+                def between(s: MolSession = sess) -> None:  # the user is reading the answer
+                    s.settle(model)
+                    s.prewarm(model)
+
+                def start_idle(last: bool = ti == len(convo), idle: list[threading.Thread] = idle) -> None:
+                    if not last:
+                        idle.append(threading.Thread(target=between, daemon=True))
+                        idle[-1].start()
+
+                t_out = run_turn(arm, sess, model, task, cfg, contract, provider, images, ci, ti,
+                                 args.max_steps, on_answer=None if arm.name == "before" else start_idle)
+                r = arm.rows[-1]
+                print(f"  {arm.name} c{ci} t{ti} {task.name[:28]:28} gold {r.gold} -> {r.label}: "
+                      f"{r.latency:.2f} s (route {r.route:.2f}, summary on path {r.summary_path:.2f}, "
+                      f"idle work spilled {r.wait_in + r.answer_queue:.2f}; answer {r.answer:.2f} s, "
+                      f"{r.answer_tokens} tok), {r.steps} step(s), pass {int(r.passed)}")
+                time.sleep(max(0.0, args.think - (time.monotonic() - t_out)))
+            for th in idle:
+                th.join()
+            arm.records += sess.records
+            for ev in sess.as_json()["summaries"]:
+                arm.digests += ev.get("source") == "digest"
+                arm.model_summaries += ev.get("source") == "model" or ("source" not in ev)
 
 
 def report(arms: list[Arm], args: argparse.Namespace) -> None:
@@ -330,8 +387,8 @@ def report(arms: list[Arm], args: argparse.Namespace) -> None:
         Recorder = None  # type: ignore[assignment,misc]  # noqa: N806
     rec = Recorder("mol_turns", "MoL hops in multi-turn conversations (issue 41)",
                    context=f"{args.conversations} conversations x {args.turns} turns, think {args.think:g} s, "
-                           f"max {args.max_steps} replies per turn; arms interleaved on one in-process engine; "
-                           "2 shared CPU cores") if Recorder else None
+                           f"max {args.max_steps} replies per turn; arms {','.join(a.name for a in arms)} interleaved "
+                           "on one in-process engine; 2 shared CPU cores") if Recorder else None
 
     def fig(fid: str, label: str, value: Any, unit: str = "", **kw: Any) -> None:
         if rec is not None:
@@ -342,11 +399,19 @@ def report(arms: list[Arm], args: argparse.Namespace) -> None:
     for a in arms:
         rows = a.rows
         lat = sum(r.latency for r in rows)
-        hop = sum(r.route + r.summary_path for r in rows)
+        hop = sum(r.hop for r in rows)
         first = [r for r in rows if r.turn == 1]
         calls = {h: [x for x in a.records if x.hop == h] for h in ("route", "answer", "summary", "warm")}
-        fig(f"{a.name}_hop_share", f"{a.name}: route + summary on the path / user-visible latency", hop / lat,
-            target="<= 0.10" if a.name == "after" else None, compare={"seed": 0.32})
+        fig(f"{a.name}_hop_share", f"{a.name}: route + summary on the path / user-visible latency (raw: each arm's "
+            "own answers)", hop / lat, compare={"seed": 0.32})
+        fig(f"{a.name}_hop_sec_mean", f"{a.name}: mean hop seconds on the path per turn (route + summary + waits "
+            "behind idle-time hop work)", hop / len(rows), "s")
+        fig(f"{a.name}_answer_sec_mean", f"{a.name}: mean answer seconds per turn (latency less the hops on the "
+            "path)", sum(r.answer for r in rows) / len(rows), "s")
+        fig(f"{a.name}_answer_tokens_mean", f"{a.name}: mean answer tokens decoded per turn",
+            statistics.mean(r.answer_tokens for r in rows))
+        fig(f"{a.name}_idle_spill_mean", f"{a.name}: mean wait per turn behind idle-time hop work (in the hop "
+            "seconds)", sum(r.wait_in + r.answer_queue for r in rows) / len(rows), "s")
         fig(f"{a.name}_route_share", f"{a.name}: route / user-visible latency", sum(r.route for r in rows) / lat)
         fig(f"{a.name}_latency_mean", f"{a.name}: mean user-visible latency per turn", lat / len(rows), "s")
         fig(f"{a.name}_latency_median", f"{a.name}: median user-visible latency per turn",
@@ -355,7 +420,7 @@ def report(arms: list[Arm], args: argparse.Namespace) -> None:
         fig(f"{a.name}_summary_path_mean", f"{a.name}: mean summary seconds on the path",
             statistics.mean(r.summary_path for r in rows), "s")
         fig(f"{a.name}_single_turn_hop_share", f"{a.name}: first turns alone (single-turn): hop share",
-            sum(r.route + r.summary_path for r in first) / sum(r.latency for r in first))
+            sum(r.hop for r in first) / sum(r.latency for r in first))
         model_sec = {h: sum(x.wall_sec for x in v) for h, v in calls.items()}
         fig(f"{a.name}_hop_compute_sec", f"{a.name}: compute on hops wherever it ran (route+summary+warm)",
             model_sec["route"] + model_sec["summary"] + model_sec["warm"], "s")
@@ -387,13 +452,44 @@ def report(arms: list[Arm], args: argparse.Namespace) -> None:
                 p = binomtest(worse, worse + better, 0.5, alternative="greater").pvalue if worse + better else 1.0
                 fig(f"{name}_{what}_not_lower_p", f"{name} vs before: {what}, exact McNemar one-sided p that "
                     f"{name} is lower ({worse} worse, {better} better turns)", float(p))
-            sb = [(x.route + x.summary_path) / x.latency for x, _ in pairs]
-            sa = [(y.route + y.summary_path) / y.latency for _, y in pairs]
+            # equal answers: both arms' hop seconds against the SAME answer seconds (the before arm's, turn by
+            # turn), so answers that ran longer in one arm cannot flatter its share; pooled: against the mean of
+            # both arms' answer seconds on that turn (the symmetric reading)
+            hb, ha = sum(x.hop for x, _ in pairs), sum(y.hop for _, y in pairs)
+            ans_b = sum(x.answer for x, _ in pairs)
+            ans_p = sum((x.answer + y.answer) / 2 for x, y in pairs)
+            if name == "after":  # (the before arm's raw share on the paired turns: its answers are the reference)
+                fig("before_hop_share_equal_answers", f"before: hop seconds on the path / (those + the before arm's "
+                    f"answer seconds) ({len(pairs)} turns paired with after)", hb / (hb + ans_b),
+                    compare={"seed": 0.32})
+            fig(f"{name}_hop_share_equal_answers", f"{name}: hop seconds on the path / (those + the before arm's "
+                f"answer seconds on the same turns): the share at equal answers ({len(pairs)} turns)",
+                ha / (ha + ans_b), target="<= 0.10" if name == "after" else None, compare={"seed": 0.32})
+            fig(f"{name}_hop_share_equal_answers_pooled", f"{name}: hop seconds on the path / (those + the mean of "
+                f"both arms' answer seconds on the same turns)", ha / (ha + ans_p))
+            fig(f"{name}_hop_sec_ratio", f"{name} / before: hop seconds on the path per turn",
+                ha / hb if hb else float("nan"), "x")
+            hd = [y.hop - x.hop for x, y in pairs]
+            p = float(wilcoxon(hd, alternative="less").pvalue) if any(hd) else 1.0
+            fig(f"{name}_hop_sec_lower_p", f"{name} vs before: per-turn hop seconds on the path, Wilcoxon "
+                "one-sided p that they are lower", p)
+            sb = [x.hop / x.latency for x, _ in pairs]
+            sa = [y.hop / y.latency for _, y in pairs]
             differ = any(u != v for u, v in zip(sa, sb, strict=True))
             p = float(wilcoxon(sa, sb, alternative="less").pvalue) if differ else 1.0
             fig(f"{name}_hop_share_lower_p", f"{name} vs before: per-turn hop share, Wilcoxon one-sided p", p)
             fig(f"{name}_latency_ratio", f"{name} / before: mean user-visible latency",
                 statistics.mean(y.latency for _, y in pairs) / statistics.mean(x.latency for x, _ in pairs), "x")
+    if "after" in by and "after0" in by:  # the route legend alone: after (legend) against after0 (without)
+        key = {(r.convo, r.turn): r for r in by["after0"].rows}
+        pairs = [(key[(r.convo, r.turn)], r) for r in by["after"].rows if (r.convo, r.turn) in key]
+        worse = sum(x.gold == x.label and y.gold != y.label for x, y in pairs)
+        better = sum(y.gold == y.label and x.gold != x.label for x, y in pairs)
+        p = binomtest(worse, worse + better, 0.5, alternative="greater").pvalue if worse + better else 1.0
+        fig("legend_routing_not_lower_p", f"after (route legend) vs after0 (without): routing, exact McNemar "
+            f"one-sided p that it is lower ({worse} worse, {better} better turns)", float(p))
+        fig("legend_route_ratio", "after / after0: mean route hop (the route legend's saving)",
+            statistics.mean(y.route for _, y in pairs) / statistics.mean(x.route for x, _ in pairs), "x")
     if rec is not None:
         rec.write()
 

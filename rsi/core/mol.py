@@ -21,7 +21,14 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from rsi.core.model import RsiModel
 
@@ -42,6 +49,18 @@ class MolSpec(RsiModel):
     summary_tokens: int = Field(default=DEFAULT_SUMMARY_TOKENS, gt=0, le=1024)
     constraint: Constraint = "choice"
     hop_retries: int = Field(default=2, ge=0, le=5)
+    # issue 41: the labels' legend once, in L0's system message (prefilled with the head, cached across turns
+    # and conversations), and a short route question after each user message: a route prefills ~40 fewer
+    # tokens. L0 must be trained on the same form (route_prompt follows it). Left out of the JSON form when
+    # false, so a config without it keeps its digest.
+    route_legend: bool = False
+
+    @model_serializer(mode="wrap")
+    def _drop_default_legend(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        data: dict[str, object] = handler(self)
+        if data.get("route_legend") is False:
+            data.pop("route_legend")
+        return data
 
     @field_validator("domains")
     @classmethod
@@ -105,13 +124,39 @@ def domain_problems(domains: Mapping[str, Sequence[str]]) -> list[str]:
     return out
 
 
-def route_question(domains: Mapping[str, Sequence[str]]) -> str:
-    """The router's question after each user message: fixed text from the labels and domains alone."""
-    lines = ["Which adapter should answer the last user message? Reply with exactly one label."]
-    for label, fams in domains.items():
-        what = ", ".join(fams) if fams else "conversation"
-        lines.append(f"{label}: {'chat; ' if label == ROUTER else ''}{what}")
-    return "\n".join(lines)
+SHORT_ROUTE_QUESTION = "Route the last user message: one label."
+
+
+def _legend_lines(domains: Mapping[str, Sequence[str]]) -> list[str]:
+    return [f"{label}: {'chat; ' if label == ROUTER else ''}{', '.join(fams) if fams else 'conversation'}"
+            for label, fams in domains.items()]
+
+
+def route_question(domains: Mapping[str, Sequence[str]], *, legend: bool = False) -> str:
+    """The router's question after each user message: fixed text from the labels and domains alone. With
+    `legend` (MolSpec.route_legend) the labels are explained once in L0's system message (`route_legend`), and
+    the question is short."""
+    if legend:
+        return SHORT_ROUTE_QUESTION
+    return "\n".join(["Which adapter should answer the last user message? Reply with exactly one label.",
+                      *_legend_lines(domains)])
+
+
+def route_legend(domains: Mapping[str, Sequence[str]]) -> str:
+    """What L0's system message gains under `route_legend`: the labels and what each serves."""
+    return "\n".join(["When asked to route, reply with exactly one label: the adapter that should answer "
+                      "the last user message.", *_legend_lines(domains)])
+
+
+def with_legend(head: Sequence[dict[str, object]], domains: Mapping[str, Sequence[str]]) -> list[dict[str, object]]:
+    """`head` with the route legend at the end of its system message (a system message first if none)."""
+    out = [dict(m) for m in head]
+    legend = route_legend(domains)
+    if out and out[0].get("role") == "system" and isinstance(out[0].get("content"), str):
+        out[0]["content"] = f"{out[0]['content']}\n\n{legend}"
+    else:
+        out.insert(0, {"role": "system", "content": legend})
+    return out
 
 
 def summary_request(summary_tokens: int) -> str:

@@ -44,7 +44,7 @@ from rsi.core.contract import Contract
 from rsi.core.errors import InfraError
 from rsi.core.harness_config import HarnessConfig
 from rsi.core.limits import effective_limits
-from rsi.core.mol import ROUTER, MolSpec, route_question, summary_request
+from rsi.core.mol import ROUTER, MolSpec, route_question, summary_request, with_legend
 from rsi.core.task import Task
 from rsi.core.trial import Usage
 from rsi.harness.history import TurnEvent, render_turn
@@ -135,9 +135,11 @@ def render_event(ev: Event, viewer: str) -> list[dict[str, Any]]:
     return [{"role": "assistant", "content": f"[{ev.label}] {ev.text}"}]
 
 
-def render_mol_view(head: Sequence[dict[str, Any]], timeline: Sequence[Event], viewer: str) -> list[dict[str, Any]]:
-    """`viewer`'s prompt: the head (system + few-shot), then every event as that adapter sees it."""
-    msgs = copy.deepcopy(list(head))
+def render_mol_view(head: Sequence[dict[str, Any]], timeline: Sequence[Event], viewer: str,
+                    legend: Mapping[str, Sequence[str]] | None = None) -> list[dict[str, Any]]:
+    """`viewer`'s prompt: the head (system + few-shot), then every event as that adapter sees it. `legend`
+    (the domains, under MolSpec.route_legend): L0's system message explains the labels."""
+    msgs = with_legend(copy.deepcopy(list(head)), legend) if legend and viewer == ROUTER else copy.deepcopy(list(head))
     for ev in timeline:
         msgs += render_event(ev, viewer)
     return msgs
@@ -206,8 +208,10 @@ class MolSession:
         with self._lock:
             self.timeline.append(ActEvent(self.label, turn))
 
-    def view(self, label: str) -> list[dict[str, Any]]:
-        return render_mol_view(self.head, self.timeline, label)
+    def view(self, label: str, upto: int | None = None) -> list[dict[str, Any]]:
+        """`label`'s prompt from the timeline (its first `upto` events when given)."""
+        events = self.timeline if upto is None else self.timeline[:upto]
+        return render_mol_view(self.head, events, label, self.spec.domains if self.spec.route_legend else None)
 
     # -- lazy summaries ------------------------------------------------------------------------------
 
@@ -242,7 +246,7 @@ class MolSession:
         t0 = time.monotonic()
         with self._lock:
             for slot in self.pending(viewer):
-                head = render_mol_view(self.head, self.timeline[: slot.upto], slot.label)
+                head = self.view(slot.label, slot.upto)
                 slot.text = self._summary_call(client, head, slot.label, slot.request, slot.index, deadline)
                 slot.source = "model"
         return time.monotonic() - t0
@@ -270,7 +274,7 @@ class MolSession:
 
     def route(self, client: MolModel, *, deadline: float | None = None) -> ChoiceResult:
         """Ask L0 for the label of the last user message; the answer is checked and appended."""
-        question = route_question(self.spec.domains)
+        question = route_question(self.spec.domains, legend=self.spec.route_legend)
         if self.summaries == "lazy":  # what idle time did not settle is settled now, on the path
             self.summary_wait[self.user_turn] = self.settle(client, ROUTER, deadline=deadline)
         msgs = self.view(ROUTER) + [{"role": "user", "content": question}]
@@ -300,7 +304,8 @@ class MolSession:
         """Route without asking L0 (oracle routing in benchmarks): the same event, no margin, no call."""
         if label not in self.labels:
             raise MolInfraError(f"route {label!r} is not one of {', '.join(self.labels)}")
-        self.timeline.append(RouteEvent(self.user_turn, route_question(self.spec.domains), label, None))
+        question = route_question(self.spec.domains, legend=self.spec.route_legend)
+        self.timeline.append(RouteEvent(self.user_turn, question, label, None))
         self.label = label
 
     def summarize(self, client: MolModel, *, deadline: float | None = None) -> str:
@@ -388,15 +393,19 @@ def mol_spec_for(domains: Mapping[str, Sequence[str]], config_mol: MolSpec | Non
 
 
 def route_prompt(config: HarnessConfig, contract: Contract, task: Task, domains: Mapping[str, Sequence[str]],
-                 *, config_dir: Any = None) -> list[dict[str, Any]]:
+                 *, config_dir: Any = None, legend: bool | None = None) -> list[dict[str, Any]]:
     """L0's route prompt for a task's instruction, exactly as a trial's first route hop sends it (the
     head rendered for the task, the instruction, the route question): routing examples for training L0
-    and the holdout instructions of the routing-accuracy gate are built with it."""
+    and the holdout instructions of the routing-accuracy gate are built with it. `legend`: the form of
+    MolSpec.route_legend (None: the config's mol section says)."""
     lim = effective_limits(task.spec, contract, config)
     variables = prompt_variables(config, instruction=task.instruction, workdir=task.spec.environment.workdir,
                                  tools=contract.openai_tools(config.tools), max_turns=lim.max_turns, task=task.name)
     head = initial_messages(config, variables, config_dir=config_dir)
-    return head + [{"role": "user", "content": route_question(domains)}]
+    legend = legend if legend is not None else bool(config.mol and config.mol.route_legend)
+    if legend:
+        head = with_legend(head, domains)
+    return head + [{"role": "user", "content": route_question(domains, legend=legend)}]
 
 
 __all__ = [

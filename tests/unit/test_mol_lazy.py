@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from rsi.core.mol import MolSpec, summary_request
+from rsi.core.mol import SHORT_ROUTE_QUESTION, MolSpec, route_legend, summary_request
 from rsi.harness.fakes import ScriptedChatModel
 from rsi.harness.history import CallRecord, TurnEvent, chatml
 from rsi.harness.mol import MolInfraError, MolSession, SummarySlot
@@ -25,13 +25,14 @@ def _reply(messages: list[dict[str, Any]]) -> str:
     if last == REQUEST:
         return f"summary after {len(messages)} messages"
     user = next(str(m["content"]) for m in reversed(messages)
-                if m["role"] == "user" and not str(m["content"]).startswith("Which adapter"))
+                if m["role"] == "user" and not str(m["content"]).startswith(("Which adapter", SHORT_ROUTE_QUESTION)))
     return "I looked at it: the answer is 3.\nDONE" if "chat" in user else "```bash\nls > out.txt\n```"
 
 
-def _session(summaries: str = "lazy", finish_word: str | None = None) -> MolSession:
-    return MolSession(MolSpec(domains=DOMAINS, summary_tokens=32), NAMES, [{"role": "system", "content": "sys"}],
-                      summaries=summaries, finish_word=finish_word)  # type: ignore[arg-type]
+def _session(summaries: str = "lazy", finish_word: str | None = None, legend: bool = False) -> MolSession:
+    return MolSession(MolSpec(domains=DOMAINS, summary_tokens=32, route_legend=legend), NAMES,
+                      [{"role": "system", "content": "sys"}], summaries=summaries,  # type: ignore[arg-type]
+                      finish_word=finish_word)
 
 
 def _turn(s: MolSession, model: ScriptedChatModel, user: str, *, idle: str = "none") -> None:
@@ -88,10 +89,11 @@ USERS = ["list files", "parse the log", "chat with me", "rename a file", "fix it
 LABELS = ["L1", "L2", "L0", "L1", "L3", "L0"]
 
 
+@pytest.mark.parametrize("legend", [False, True])
 @pytest.mark.parametrize("idle", ["none", "settle", "warm"])
-def test_every_adapters_prompts_extend_each_other_byte_for_byte(idle: str) -> None:
+def test_every_adapters_prompts_extend_each_other_byte_for_byte(idle: str, legend: bool) -> None:
     model = Model(LABELS)
-    s = _session()
+    s = _session(legend=legend)
     for u in USERS:
         _turn(s, model, u, idle=idle)
     warmed = 0
@@ -223,3 +225,39 @@ def test_inline_policy_is_unchanged() -> None:
     s = _session(summaries="inline")
     _turn(s, model, "list files")
     assert s.end_turn() is None and not any(isinstance(e, SummarySlot) for e in s.timeline)
+
+
+def test_the_route_legend_is_in_l0s_system_message_alone_and_the_route_question_is_short() -> None:
+    """route_legend: L0's view explains the labels once, in its system message (cached with the head); the
+    per-turn route question is short; the other adapters' views and a config without the field are unchanged."""
+    from pathlib import Path
+
+    import yaml
+
+    from rsi.core.contract import Contract
+    from rsi.core.harness_config import HarnessConfig
+    from rsi.core.task import Task, TaskSpec
+    from rsi.harness.mol import route_prompt
+
+    model = Model(LABELS)
+    s = _session(legend=True)
+    _turn(s, model, USERS[0])
+    route = model.choice_requests[0]["messages"]
+    assert route[0]["content"] == "sys\n\n" + route_legend(DOMAINS) and "L2: data, logs" in route[0]["content"]
+    assert route[-1] == {"role": "user", "content": SHORT_ROUTE_QUESTION} and len(SHORT_ROUTE_QUESTION) < 60
+    assert s.view("L1")[0] == {"role": "system", "content": "sys"}
+    assert "route_legend" not in MolSpec(domains=DOMAINS).model_dump()  # an older config keeps its digest
+    assert MolSpec(domains=DOMAINS, route_legend=True).model_dump()["route_legend"] is True
+    # routing examples and the promote gate ask in the same form as the session (route_prompt)
+    root = Path(__file__).resolve().parents[2]
+    raw = yaml.safe_load((root / "harness_configs" / "default.yaml").read_text())
+    contract = Contract.model_validate(yaml.safe_load((root / "contracts" / "hcp-1.0.yaml").read_text()))
+    task = Task(name="t", path="/nonexistent", spec=TaskSpec(), instruction="list files", digest="0" * 64,
+                env_digest="0" * 64, has_solution=True)
+    for legend in (False, True):
+        raw["mol"] = {"domains": DOMAINS, **({"route_legend": True} if legend else {})}
+        cfg = HarnessConfig.model_validate(raw)
+        msgs = route_prompt(cfg, contract, task, DOMAINS)
+        assert msgs[-2]["role"] == "user" and "list files" in msgs[-2]["content"]
+        assert (msgs[-1]["content"] == SHORT_ROUTE_QUESTION) is legend
+        assert msgs[0]["content"].endswith(route_legend(DOMAINS)) is legend
