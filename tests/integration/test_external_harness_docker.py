@@ -7,7 +7,7 @@ in real Docker sandboxes through the recording gateway in front of the embedded 
    gateway-recorded samples and the ids it trains on equal the ids served; the candidate's trials (promote) and a
    run after its promotion sample the trained adapter — the served model and adapter digest recorded per call
    equal the manifest's.
-Small: 2 train tasks, 3 holdout tasks, a step limit of 2, 2 optimiser steps.
+Small: 2 train tasks, 5 holdout tasks, a step limit of 2, 2 optimiser steps.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import yaml
 
 from rsi.models.client import ChatClient
 from rsi.models.gateway import read_calls
+from tests.integration.test_cycle_docker import _holdout
 from tests.integration.test_harness_run import free_port
 from tests.integration.test_update_local import ALWAYS, ANY_FILE
 from tests.taskgen import make_task
@@ -103,7 +104,8 @@ def test_rsi_run_with_mini_swe_records_every_call(tmp_path: Path, port: int) -> 
     env = dict(os.environ, RSI_MODEL_PORT=str(port), HF_HUB_OFFLINE="1")
     root = tmp_path / "ws"
     _workspace(root, env)
-    r = _rsi(root, env, "run", str(root / "tasks"), "--harness", "mini-swe", "-k", "1", "-n", "2", "--json", timeout=900)
+    r = _rsi(root, env, "run", str(root / "tasks"), "--harness", "mini-swe", "-k", "1", "-n", "2", "--json",
+             timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     trials = _trial_dirs(root, "SELECT trial_dir FROM trials")
     assert len(trials) == 2
@@ -134,13 +136,10 @@ def test_cycle_with_mini_swe_trains_on_the_served_ids_and_samples_the_trained_ad
     c["promotion"]["trials_per_task"] = 1
     c["promotion"]["suites"] = []
     contract.write_text(yaml.safe_dump(c, sort_keys=False))
-    for i, w in enumerate(["apple", "river", "stone"]):
-        d = make_task(root / "tasks", f"hold-{i}", test=ANY_FILE, agent_timeout=300, family="files",
-                      instruction=f"Create the file /app/{w}.txt containing the word {w}.\n")
-        (d / "task.toml").write_text((d / "task.toml").read_text().replace(
-            "difficulty = 1\n", 'difficulty = 1\nsplit = "holdout"\n'))
+    for i in range(5):  # five holdout units: the fewest the paired test measures
+        _holdout(root / "tasks", i)
 
-    r = _rsi(root, env, "cycle", "--budget", "20", "--n", "1", "-g", "text", "-k", "1", "--proposals", "0",
+    r = _rsi(root, env, "cycle", "--budget", "24", "--n", "1", "-g", "text", "-k", "1", "--proposals", "0",
              "--steps", "2", "-n", "2", "--json")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
     out = json.loads(r.stdout)
@@ -183,7 +182,8 @@ def test_cycle_with_mini_swe_trains_on_the_served_ids_and_samples_the_trained_ad
         ctx.store.set_generation_state("gen-0000", GenerationState.SUPERSEDED, "test")
         for g in ("gen-0000", "gen-0001"):
             write_yaml_model(root / "generations" / f"{g}.yaml", ctx.store.get_generation(g))
-    r = _rsi(root, env, "run", str(root / "tasks" / "say-hello"), "--harness", "mini-swe", "-k", "1", "--json", timeout=900)
+    r = _rsi(root, env, "run", str(root / "tasks" / "say-hello"), "--harness", "mini-swe", "-k", "1", "--json",
+             timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     job = json.loads(r.stdout)["job"]
     (trial,) = _trial_dirs(root, "SELECT trial_dir FROM trials WHERE job_id = ?", (job,))
