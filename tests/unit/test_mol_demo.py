@@ -21,7 +21,7 @@ def test_demo_mol_settings_register_the_mixture_config(tmp_path: Path) -> None:
         g0 = ctx.generation("gen-0000")
         assert g0.harness_config.digest == digest and not g0.is_mol
         cfg = ctx.harness_config_for(g0)
-        assert cfg.mol is not None and cfg.mol.domains == DEMO_MOL_DOMAINS
+        assert cfg.mol is not None and cfg.mol.domains == DEMO_MOL_DOMAINS and cfg.mol.route_legend
         assert cfg.mol.check_families(DEMO_FAMILIES) == []
         on_disk = yaml.safe_load((root / "generations" / "gen-0000.yaml").read_text())
         assert on_disk["harness_config"]["digest"] == digest

@@ -96,7 +96,7 @@ def demo_mol_settings(root: Path) -> str:
         g0 = ctx.generation("gen-0000")
         path = ctx.ws.harness_configs_dir / f"{g0.harness_config.name}.yaml"
         raw = yaml.safe_load(path.read_text())
-        raw["mol"] = {"domains": DEMO_MOL_DOMAINS}
+        raw["mol"] = {"domains": DEMO_MOL_DOMAINS, "route_legend": True}  # L0 is trained fresh, in this form
         cfg = HarnessConfig.model_validate(raw)
         write_atomic(path, cfg.canonical_yaml())
         m = g0.model_copy(update={"harness_config": HarnessRef(name=cfg.name, digest=cfg.digest())})
