@@ -44,7 +44,8 @@ def base_tag_checks(task_paths: list[Path]) -> list[Check]:
 
 def _verifier_needs_python_313(task_dir: Path) -> bool:
     """A test.sh that asks uv for python 3.13 (or any python) on an image that is not a 3.13 one."""
-    from rsi.sandbox.base_image import base_tags, suite_for
+    from rsi.sandbox.base_image import base_tags
+    from rsi.sandbox.releases import python_for, release_for
     from rsi.sandbox.tool_shim import asked_python, wants_shim
 
     tests = task_dir / "tests"
@@ -53,7 +54,7 @@ def _verifier_needs_python_313(task_dir: Path) -> bool:
         return False
     dockerfile = task_dir / "environment" / "Dockerfile"
     tags = base_tags([dockerfile]) if dockerfile.is_file() else set()
-    return not tags or any(suite_for(t) != "trixie" for t in tags)
+    return not tags or any("3.13" not in (python_for(t), release_for(t).python) for t in tags)
 
 
 def _portable_python_check(tasks: list[str]) -> Check:
