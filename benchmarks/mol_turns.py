@@ -465,6 +465,16 @@ def report(arms: list[Arm], args: argparse.Namespace) -> None:
             fig(f"{name}_hop_share_equal_answers", f"{name}: hop seconds on the path / (those + the before arm's "
                 f"answer seconds on the same turns): the share at equal answers ({len(pairs)} turns)",
                 ha / (ha + ans_b), target="<= 0.10" if name == "after" else None, compare={"seed": 0.32})
+            rng = random.Random(0)  # paired bootstrap over turns: how sure the equal-answers share is
+            boot = []
+            for _ in range(10_000):
+                idx = [rng.randrange(len(pairs)) for _ in pairs]
+                h, ans = sum(pairs[i][1].hop for i in idx), sum(pairs[i][0].answer for i in idx)
+                boot.append(h / (h + ans) if h + ans else 0.0)
+            boot.sort()
+            fig(f"{name}_hop_share_equal_answers_ci95", f"{name}: equal-answers share, paired bootstrap 95 % interval "
+                f"(share above 10 % in {sum(b > 0.10 for b in boot) / len(boot):.0%} of resamples)",
+                f"[{boot[249]:.3f}, {boot[9749]:.3f}]")
             fig(f"{name}_hop_share_equal_answers_pooled", f"{name}: hop seconds on the path / (those + the mean of "
                 f"both arms' answer seconds on the same turns)", ha / (ha + ans_p))
             fig(f"{name}_hop_sec_ratio", f"{name} / before: hop seconds on the path per turn",
