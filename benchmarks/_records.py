@@ -171,6 +171,9 @@ class Recorder:
         self.command = " ".join(["python", f"benchmarks/{script}.py", *(sys.argv[1:] if argv is None else argv)])
         self.figures: list[Figure] = []
         self._t0 = datetime.now(UTC)
+        # the code that runs is the code at the start (a later commit in the same tree must not claim the run)
+        self._head = _git("rev-parse", "--short=12", "HEAD") or "unknown"
+        self._dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
         self._date = date
         self.wall_sec: float | None = None
 
@@ -187,10 +190,10 @@ class Recorder:
         return fig
 
     def record(self) -> Record:
-        dirty = self._commit is None and bool(_git("status", "--porcelain", "--untracked-files=no"))
+        dirty = self._commit is None and (self._dirty or bool(_git("status", "--porcelain", "--untracked-files=no")))
         wall = self.wall_sec if self.wall_sec is not None else (datetime.now(UTC) - self._t0).total_seconds()
         return Record(script=self.script, title=self.title, command=self.command,
-                      commit=self._commit or _git("rev-parse", "--short=12", "HEAD") or "unknown", dirty=dirty,
+                      commit=self._commit or self._head, dirty=dirty,
                       date=(self._date or self._t0).strftime("%Y-%m-%dT%H:%M:%SZ"), wall_sec=round(wall, 1),
                       machine=machine_facts(), context=self.context, provenance=self.provenance,
                       figures=self.figures)
