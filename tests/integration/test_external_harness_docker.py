@@ -170,6 +170,8 @@ def test_cycle_with_mini_swe_trains_on_the_served_ids_and_samples_the_trained_ad
     for trial in cand:
         for call in (c for c in _check_records(trial) if c.ok):
             assert call.served_model == ref["serve_name"] and call.adapter_sha256 == ref["sha256"], call
+            # the digest is of the weights the server says it loaded (its /v1/models root), not the serve name's
+            assert call.adapter_check == "endpoint-root", call
 
     # after promotion `rsi run --harness mini-swe` samples the promoted adapter (promoted here by the store when the
     # small cycle's gate rejected it: what is checked is which adapter is sampled, not the gate)
@@ -190,4 +192,4 @@ def test_cycle_with_mini_swe_trains_on_the_served_ids_and_samples_the_trained_ad
     (trial,) = _trial_dirs(root, "SELECT trial_dir FROM trials WHERE job_id = ?", (job,))
     ok = [c for c in _check_records(trial) if c.ok]
     assert ok and all(c.served_model == ref["serve_name"] and c.adapter_sha256 == ref["sha256"] for c in ok)
-    assert all(c.adapter_check in ("serve-name", "endpoint-root") for c in ok)
+    assert all(c.adapter_check == "endpoint-root" for c in ok)

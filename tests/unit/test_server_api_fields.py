@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -288,3 +289,16 @@ def test_a_text_completion_stream_with_echo_and_usage() -> None:
     assert "".join(c["text"] for ch in chunks for c in ch["choices"]) == "Say:hi"
     assert [c["finish_reason"] for ch in chunks for c in ch["choices"] if c["finish_reason"]] == ["stop"]
     assert chunks[-1]["usage"]["total_tokens"] == 5
+
+
+def test_models_lists_a_lora_with_its_directory_as_root_as_vllm_does(tmp_path: Path) -> None:
+    """The recording gateway hashes the weights the endpoint names as a LoRA's `root` (the served adapter's digest,
+    compared with the manifest); a server listing the base model there would leave only the serve name to check."""
+    eng = FakeEngine()
+    eng.adapters = {"agent-g0001-abcd1234": str(tmp_path / "adapters" / "g0001")}  # type: ignore[attr-defined]
+    eng.model_ids = lambda: [MODEL, "agent-g0001-abcd1234"]  # type: ignore[method-assign]
+    with TestClient(create_app(eng)) as c:  # type: ignore[arg-type]
+        data = {m["id"]: m for m in c.get("/v1/models").json()["data"]}
+    assert data[MODEL]["root"] == MODEL and data[MODEL]["parent"] is None
+    lora = data["agent-g0001-abcd1234"]
+    assert lora["root"] == str((tmp_path / "adapters" / "g0001").resolve()) and lora["parent"] == MODEL

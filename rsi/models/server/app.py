@@ -18,6 +18,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -176,8 +177,12 @@ def create_app(engine: Engine) -> FastAPI:
     async def models() -> dict[str, Any]:
         created = int(time.time())
         base = engine.model_id
+        # as vLLM lists a LoRA: `root` is the adapter directory the weights were loaded from, so a client (the
+        # recording gateway) can hash what is actually served and compare it with the generation's manifest
+        paths = dict(getattr(engine, "adapters", {}) or {})
         data = [
-            {"id": mid, "object": "model", "created": created, "owned_by": "rsi", "root": base,
+            {"id": mid, "object": "model", "created": created, "owned_by": "rsi",
+             "root": str(Path(paths[mid]).resolve()) if mid in paths else base,
              "parent": base if mid != base else None}
             for mid in engine.model_ids()
         ]
