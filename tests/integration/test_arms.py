@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from rsi.loop.run import RunRequest, run_job
 from rsi.models.adapters import file_sha256
 from rsi.models.client import ChatClient
 from rsi.store.files import write_yaml_model
+from tests.served_model import served_model
 from tests.taskgen import make_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.model, pytest.mark.timeout(900)]
@@ -34,30 +34,10 @@ pytestmark = [pytest.mark.docker, pytest.mark.model, pytest.mark.timeout(900)]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def port(model_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    port = _free_port()
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "rsi.cli.model", "serve", "--port", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        with ChatClient(f"http://127.0.0.1:{port}/v1") as probe:
-            deadline = time.monotonic() + 600
-            while not probe.healthy():
-                assert proc.poll() is None, log.read_text()[-3000:]
-                assert time.monotonic() < deadline, log.read_text()[-3000:]
-                time.sleep(0.5)
+    with served_model(tmp_path_factory.mktemp("serve")) as port:
         yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 @pytest.fixture

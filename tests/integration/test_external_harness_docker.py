@@ -17,7 +17,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,11 +25,10 @@ import httpx
 import pytest
 import yaml
 
-from rsi.models.client import ChatClient
 from rsi.models.gateway import read_calls
 from tests.integration.test_cycle_docker import _holdout
-from tests.integration.test_harness_run import free_port
 from tests.integration.test_update_local import ALWAYS, ANY_FILE
+from tests.served_model import served_model
 from tests.taskgen import make_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.model, pytest.mark.timeout(2400)]
@@ -38,22 +36,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.model, pytest.mark.timeout(2400)]
 
 @pytest.fixture(scope="module")
 def port(model_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    port = free_port()
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "rsi.cli.model", "serve", "--port", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        with ChatClient(f"http://127.0.0.1:{port}/v1") as probe:
-            deadline = time.monotonic() + 600
-            while not probe.healthy():
-                assert proc.poll() is None, log.read_text()[-3000:]
-                assert time.monotonic() < deadline, log.read_text()[-3000:]
-                time.sleep(0.5)
+    with served_model(tmp_path_factory.mktemp("serve")) as port:
         yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def _workspace(root: Path, env: dict[str, str], step_limit: int = 2) -> None:
