@@ -104,6 +104,12 @@ def _git(*args: str) -> str:
         return ""
 
 
+def _code_changed() -> bool:
+    """Uncommitted changes to what runs (records, docs and other prose do not make a run dirty)."""
+    return bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/records",
+                     ":!docs", ":!*.md"))
+
+
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -173,7 +179,7 @@ class Recorder:
         self._t0 = datetime.now(UTC)
         # the code that runs is the code at the start (a later commit in the same tree must not claim the run)
         self._head = _git("rev-parse", "--short=12", "HEAD") or "unknown"
-        self._dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
+        self._dirty = _code_changed()
         self._date = date
         self.wall_sec: float | None = None
 
@@ -190,7 +196,7 @@ class Recorder:
         return fig
 
     def record(self) -> Record:
-        dirty = self._commit is None and (self._dirty or bool(_git("status", "--porcelain", "--untracked-files=no")))
+        dirty = self._commit is None and (self._dirty or _code_changed())
         wall = self.wall_sec if self.wall_sec is not None else (datetime.now(UTC) - self._t0).total_seconds()
         return Record(script=self.script, title=self.title, command=self.command,
                       commit=self._commit or self._head, dirty=dirty,
