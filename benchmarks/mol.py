@@ -117,7 +117,8 @@ class EngineModel:
         return ChatResult(content=r.text, tool_calls=[], finish_reason=r.finish_reason, model=model,
                           usage=Usage(prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
                                       cached_tokens=r.cached_tokens, calls=1),
-                          latency_sec=time.monotonic() - t0, raw={})
+                          latency_sec=time.monotonic() - t0, raw={}, queue_sec=r.queue_sec,
+                          stop_reason=r.stop_reason if isinstance(r.stop_reason, str) else None)
 
     def choose(self, model: str, messages: list[dict[str, Any]], labels: list[str], *, constraint: str = "choice",
                deadline: float | None = None) -> ChoiceResult:

@@ -69,12 +69,10 @@ from rsi.core.harness_config import HarnessConfig  # noqa: E402
 from rsi.core.limits import effective_limits  # noqa: E402
 from rsi.core.mol import MolSpec  # noqa: E402
 from rsi.core.task import Task  # noqa: E402
-from rsi.core.trial import Usage  # noqa: E402
 from rsi.harness.actions import parse_text_reply, run_invocation, truncate_middle  # noqa: E402
 from rsi.harness.history import CallRecord, TurnEvent  # noqa: E402
 from rsi.harness.mol import MolSession  # noqa: E402
 from rsi.harness.prompts import initial_messages, prompt_variables  # noqa: E402
-from rsi.models.client import ChatResult  # noqa: E402
 from rsi.sandbox.base import LABEL_JOB, LABEL_KIND, LABEL_TRIAL, SandboxSpec  # noqa: E402
 
 DOMAINS = {"L0": [], "L1": ["files", "text", "pipeline"], "L2": ["data", "logs"], "L3": ["pyfix"]}
@@ -121,22 +119,6 @@ class Arm:
     records: list[Any] = field(default_factory=list)  # every HopRecord of every conversation
     digests: int = 0
     model_summaries: int = 0
-
-
-class TurnModel(EngineModel):
-    """benchmarks/mol.py's in-process endpoint, with the stop string that ended a reply (as the client has it)."""
-
-    def chat(self, model: str, messages: list[dict[str, Any]], **kw: Any) -> ChatResult:
-        from rsi.models.server.engine import GenRequest
-
-        t0 = time.monotonic()
-        r = self.engine.generate(GenRequest(model=model, messages=messages, max_tokens=kw.get("max_tokens", 256),
-                                            stop=kw.get("stop") or []))
-        return ChatResult(content=r.text, tool_calls=[], finish_reason=r.finish_reason, model=model,
-                          usage=Usage(prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
-                                      cached_tokens=r.cached_tokens, calls=1),
-                          latency_sec=time.monotonic() - t0, raw={}, queue_sec=r.queue_sec,
-                          stop_reason=r.stop_reason if isinstance(r.stop_reason, str) else None)
 
 
     def choose(self, model: str, messages: list[dict[str, Any]], labels: list[str], **kw: Any) -> Any:
@@ -319,7 +301,7 @@ def main() -> None:
                 for lab in DOMAINS:
                     l0 = routers[LEGEND.get(arm.name, False)]
                     eng.load_adapter(f"{arm.name}-{lab.lower()}", str(l0 if lab == "L0" else identity))
-            model = TurnModel(eng)
+            model = EngineModel(eng)
             head = initial_messages(cfg, prompt_variables(cfg, instruction="", workdir="/app",
                                                           tools=contract.openai_tools(cfg.tools),
                                                           max_turns=cfg.loop.max_turns, task="conversation"))[:-1]

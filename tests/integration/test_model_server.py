@@ -7,9 +7,6 @@ One server per module, started from an unrelated cwd the way a user would; one m
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,43 +18,19 @@ import pytest
 from rsi.models.client import ChatClient, ModelRequestError
 from rsi.models.embedded import DEFAULT_MODEL_ID, EMBEDDED_ENDPOINT, cache_dir, ensure_server
 from rsi.train.peft_dir import write_identity_adapter
+from tests.raycluster import free_port
+from tests.served_model import served_model
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(900)]
 
 Q = [{"role": "user", "content": "Name three colours."}]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(model_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
     cwd = tmp_path_factory.mktemp("elsewhere")  # the server must not depend on the repo as cwd
-    log = cwd / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "rsi.cli.model", "serve", "--port", str(port)],
-            cwd=cwd,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    base = f"http://127.0.0.1:{port}/v1"
-    try:
-        with ChatClient(base) as probe:
-            deadline = time.monotonic() + 600
-            while not probe.healthy():
-                assert proc.poll() is None, f"server exited {proc.returncode}:\n{log.read_text()[-3000:]}"
-                assert time.monotonic() < deadline, f"server not ready:\n{log.read_text()[-3000:]}"
-                time.sleep(0.5)
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with served_model(cwd, cwd=cwd) as port:
+        yield f"http://127.0.0.1:{port}/v1"
 
 
 @pytest.fixture
