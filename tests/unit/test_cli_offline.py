@@ -105,7 +105,7 @@ def test_jobs_list_never_cuts_a_job_id_short(workspace: WorkspaceContext) -> Non
 
 def test_demo_workspace_asks_promote_for_the_in_template_rate(tmp_path: Path) -> None:
     from rsi.loop.context import WorkspaceContext
-    from rsi.loop.cycle.demo import DEMO_IN_TEMPLATE, DEMO_TRAIN, demo_settings
+    from rsi.loop.cycle.demo import DEMO_IN_TEMPLATE, DEMO_LOOKS, DEMO_SPENDING, DEMO_TRAIN, demo_settings
     from rsi.loop.init import init_workspace
 
     init_workspace(tmp_path / "ws", starter_tasks=False)
@@ -113,6 +113,7 @@ def test_demo_workspace_asks_promote_for_the_in_template_rate(tmp_path: Path) ->
     ctx = WorkspaceContext.open(tmp_path / "ws")
     try:
         assert ctx.contract.promotion.in_template_trials_per_task == DEMO_IN_TEMPLATE >= 1
+        assert (ctx.contract.promotion.looks, ctx.contract.promotion.spending) == (DEMO_LOOKS, DEMO_SPENDING)
         assert ctx.contract.promotion.suites == ["suites/starter"]  # the rest of the contract is kept
         assert ctx.settings.train.steps == DEMO_TRAIN["steps"]
     finally:
