@@ -38,7 +38,7 @@ from rsi.core.discover import unit_of
 from rsi.core.errors import InputError
 from rsi.core.generation import GenerationManifest
 from rsi.core.promotion import TaskOutcome, clustered, paired_p, test_name, wilson
-from rsi.report.rates import COUNTS, gate_figures, gate_scope, generation_tally, task_meta
+from rsi.report.rates import COUNTS, gate_figures, gate_scope, generation_tally, look_scope, task_meta
 from rsi.store.queries_rates import PassTally
 
 # An opened workspace (rsi.loop.context.WorkspaceContext or rsi.view.context.ViewContext: .ws, .contract,
@@ -226,7 +226,9 @@ def build_diff(ctx: Ctx, a_id: str, b_id: str, agent: str | None = None) -> Diff
         report.gate = {"job": got[0], "verdict": got[1]}
     if not comparable:
         return report
-    rate_scope = gate_scope(ctx, parts=None)
+    # the trials the deciding promote gated on: a promote that stopped early saw fewer per task than a parent
+    # measured to the end in its own promotion has
+    rate_scope = look_scope(gate_scope(ctx, parts=None), got[1] if got is not None else None, ctx.contract.promotion)
     who = None if agent is None else [agent]
     ta, tb = (generation_tally(ctx, g.id, rate_scope, who) for g in (a, b))
     report.counts = {"a": ta.covers(), "b": tb.covers(), "scope": rate_scope.describe(), "what": COUNTS}

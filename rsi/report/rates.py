@@ -14,7 +14,7 @@ per-unit delta and p; and the suite's. A page that shows a part's rate shows tha
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,27 @@ def gate_scope(ctx: Ctx, parts: tuple[str, ...] | None = ("holdout",), family: s
     """The scope promote counts under the workspace's contract, over `parts` (None: every part); every holdout
     task knows its part; `holdout_part` (in_skill | unseen) keeps that part of the holdout only."""
     return promotion_scope(ctx.contract, parts, suite_digests(ctx), family, holdout_parts(ctx), holdout_part)
+
+
+def look_scope(scope: RateScope, verdict: Mapping[str, Any] | None, promotion: Any) -> RateScope:
+    """`scope` narrowed to the trials a promote verdict gated on. A promote that stopped at look r of L counted
+    ceil(r * K / L) trials per holdout task (K = `trials_per_task`; the look's own figure, from its history) and
+    ceil(r * K_suite / L) per suite task; a generation measured further before (a parent's own promotion)
+    must not show more here than the gate saw. A verdict that ran every look, or none, leaves `scope` as is."""
+    from dataclasses import replace
+
+    from rsi.core.sequential import schedule
+
+    seq = (verdict or {}).get("sequential") or {}
+    r, looks = int(seq.get("rounds_run") or 0), int(seq.get("looks") or 0)
+    if not r or r >= looks:
+        return scope
+    history = seq.get("history") or []
+    per = dict(scope.per_task)
+    per["holdout"] = int(history[-1]["trials_per_task"]) if history else schedule(promotion.trials_per_task,
+                                                                                  looks)[r - 1]
+    per["suite"] = schedule(promotion.suite_trials_per_task, looks)[r - 1]
+    return replace(scope, per_task=per)
 
 
 def generation_tally(ctx: Ctx, generation: str, scope: RateScope, agents: Iterable[str] | None = None) -> PassTally:

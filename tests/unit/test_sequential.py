@@ -128,3 +128,19 @@ def test_the_simulation_sees_the_error_of_peeking_at_alpha_every_look(monkeypatc
     bounds prevent) promotes far more than alpha of null runs: the type-I test above can fail."""
     monkeypatch.setitem(globals(), "bounds", lambda a, f, r="obrien_fleming": tuple([a] * len(f)))
     assert simulate(4, 0.0, futility=None).rejected > mc_ceiling(ALPHA, RUNS)
+
+
+def test_the_diff_counts_the_trials_per_task_the_deciding_look_counted() -> None:
+    """A promote that stopped at look 1 of 2 gated on 2 trials per holdout task (K = 4) and 1 per suite task
+    (K_suite = 2); `rsi diff` must count the same, even for a parent measured to 4 in its own promotion."""
+    from rsi.core.contract import Promotion
+    from rsi.report.rates import look_scope
+    from rsi.store.queries_rates import RateScope
+
+    scope = RateScope(parts=None, per_task={"holdout": 4, "suite": 2, "train": 1})
+    promo = Promotion(looks=2)
+    stopped = {"sequential": {"looks": 2, "rounds_run": 1, "history": [{"look": 1, "trials_per_task": 2}]}}
+    assert dict(look_scope(scope, stopped, promo).per_task) == {"holdout": 2, "suite": 1, "train": 1}
+    full = {"sequential": {"looks": 2, "rounds_run": 2, "history": [{"trials_per_task": 2}, {"trials_per_task": 4}]}}
+    assert look_scope(scope, full, promo) is scope
+    assert look_scope(scope, {"p_value": 0.01}, promo) is scope and look_scope(scope, None, promo) is scope
