@@ -71,10 +71,14 @@ def record(ws: Path, rec: Recorder) -> None:
     if not cycs:
         raise SystemExit(f"{ws}: no finished cycle job (run `rsi demo` to its end first)")
     start, last = cycs[0], cycs[-1]
-    total = sum((_ts(str(c["finished"])) - _ts(str(c["created"]))).total_seconds() for c in cycs) / 60
-    rec.wall_sec = total * 60
-    rec.add("wall_min", f"wall time ({len(cycs)} cycle{'s' if len(cycs) > 1 else ''}, all phases)", total, "min",
+    walls = [(_ts(str(c["finished"])) - _ts(str(c["created"]))).total_seconds() / 60 for c in cycs]
+    rec.wall_sec = sum(walls) * 60
+    # the target is `rsi demo`'s: one cycle (the first of a `--cycles N` run is that very cycle)
+    rec.add("wall_min", "wall time of `rsi demo` (cycle 1, all phases)", walls[0], "min",
             target=f"<= {TARGET_MIN:g}", compare={"before issue 36": BEFORE["wall_min"]})
+    if len(cycs) > 1:
+        rec.add("wall_total_min", f"wall time, all {len(cycs)} cycles", sum(walls), "min",
+                note=", ".join(f"cycle {i} {w:.1f}" for i, w in enumerate(walls, 1)))
     for name, mins in phase_minutes(start).items():
         rec.add(f"phase_{name}_min", f"{name} (cycle 1)", mins, "min")
     for i, cyc in enumerate(cycs, 1):
