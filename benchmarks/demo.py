@@ -5,6 +5,7 @@ sealed holdout (issue 36's figures), recorded for the results page.
     python benchmarks/demo.py -- --cycles 3        # pass options on to `rsi demo`
     python benchmarks/demo.py --workspace DIR      # record a demo that already finished in DIR
     python benchmarks/demo.py --workspace DIR --commit ec64da6   # ... naming the commit it ran on
+    python benchmarks/demo.py --workspace DIR -- --cycles 3      # ... and the options it ran with
 
 Everything is read back from the workspace (the cycle job's recorded phases, the candidate's manifest and
 `rsi diff`'s parts), so the figures are the ones `rsi diff`, the HTML report and `rsi view` show.
@@ -142,7 +143,9 @@ def main() -> None:
         cyc = cycles(ws)
         rec = Recorder("demo", "rsi demo (issue 36)", argv=[], context=context, commit=args.commit,
                        date=_ts(str(cyc[0]["created"])) if cyc else None)
-        rec.command = f"rsi demo --dir {ws.name}" + (f"  (read by python benchmarks/demo.py --workspace {ws.name})")
+        # `-- --cycles 3` after --workspace: the options that demo ran with, for the record's command line
+        rec.command = " ".join(["rsi demo --dir", ws.name, *args.demo_args]) + \
+            f"  (read by python benchmarks/demo.py --workspace {ws.name})"
         record(ws, rec)
     else:
         rec = Recorder("demo", "rsi demo (issue 36)", context=context)
