@@ -100,6 +100,8 @@ def main() -> None:
     ap.add_argument("--variants", nargs="*", default=list(VARIANTS))
     ap.add_argument("--keep", type=Path, help="keep the copy here (default: a temporary directory)")
     ap.add_argument("--batch", type=int, default=8, help="turns per step (the demo's train.batch_size)")
+    ap.add_argument("--epochs", type=int, default=EPOCHS, help="epochs each variant trains (the demo's: 2); another "
+                    "value records as sources_ablation_epochs<N>, beside the 2-epoch record")
     ap.add_argument("--reuse", help="the demo's own candidate (e.g. gen-0001) stands for 'all sources' "
                                     "instead of training it again")
     a = ap.parse_args()
@@ -112,10 +114,13 @@ def main() -> None:
     parts = holdout_dirs(ws)
     template = {d.name: tomllib.loads((d / "task.toml").read_text())["metadata"]["rsi"].get("template") or d.name
                 for ds in parts.values() for d in ds}
-    rec = Recorder("sources_ablation", "Which training-data source carries the gain (issue 36 ablation)",
+    name = "sources_ablation" if a.epochs == EPOCHS else f"sources_ablation_epochs{a.epochs}"
+    rec = Recorder(name, "Which training-data source carries the gain (issue 36 ablation)" if a.epochs == EPOCHS
+                   else f"Training {a.epochs} epoch(s) instead of {EPOCHS} (issue 36: the update's share of the demo)",
                    context=f"From the finished demo in {a.workspace.name}: each variant trains a LoRA from its parent "
-                           f"on that demo's trials, {a.attempts} trials per holdout task, parent re-measured in the "
-                           "same run; p is clustered by template, one-sided.")
+                           f"on that demo's trials ({a.epochs} epoch(s)), {a.attempts} trials per holdout task, parent "
+                           "re-measured in the same run; p is clustered by template, one-sided.")
+    rec.command = " ".join(["python", "benchmarks/sources_ablation.py", *sys.argv[1:]])
     parent = {part: measure(ws, "gen-0000", ds, a.attempts) for part, ds in parts.items() if ds}
     for part, res in parent.items():
         p, n = sum(x[0] for x in res.values()), sum(x[1] for x in res.values())
@@ -127,7 +132,7 @@ def main() -> None:
             # demo's batch of turns): a variant of five samples trained for the demo's 260 steps would only overfit
             dry = rsi(ws, "update", "--gen", "gen-0000", "--dry-run")
             n = sum((dry.get("selection", {}).get("samples") or {}).get("by_source", {}).values())
-            steps = max(4, -(-EPOCHS * n * TURNS_PER_SAMPLE // a.batch))
+            steps = max(4, -(-a.epochs * n * TURNS_PER_SAMPLE // a.batch))
             if a.reuse and name == "all sources":
                 up = {"candidate": a.reuse, "selection": dry.get("selection", {})}
             else:
@@ -149,7 +154,7 @@ def main() -> None:
                   f"p = {pval:.4g}", flush=True)
             rec.add(f"{name.replace(' ', '_')}_{part}", f"{name}: {part} pass rate", 100 * cp / max(cn, 1), "%",
                     compare={"parent": 100 * pp / max(pn, 1)},
-                    note=f"{pp}/{pn} -> {cp}/{cn}, p = {pval:.3g}; samples "
+                    note=f"{pp}/{pn} -> {cp}/{cn}, p = {pval:.3g}; {steps} steps; samples "
                          + ", ".join(f"{k} {v}" for k, v in sorted(samples.items())))
         rec.write()
 
