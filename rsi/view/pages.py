@@ -11,8 +11,8 @@ import yaml
 
 from rsi.core.errors import NotFoundError
 from rsi.core.promotion import PART_LABEL
-from rsi.report.rates import COUNTS, common_names, gate_figures, gate_scope, role_words
-from rsi.store.queries_rates import HOLDOUT_PARTS, PassTally
+from rsi.report.rates import COUNTS, common_names, gate_figures, gate_scope, look_scope, role_words
+from rsi.store.queries_rates import HOLDOUT_PARTS, PassTally, RateScope
 from rsi.store.queries_view import FILTERS, SORTS, TrialQuery
 from rsi.view.context import ViewContext
 from rsi.view.trajectory import align, read_trajectory, verifier_output
@@ -45,7 +45,8 @@ def generations(ctx: ViewContext) -> dict[str, Any]:
                            "gates": v.get("gates") or [], "parent_rate": v.get("parent_rate"),
                            "candidate_rate": v.get("candidate_rate"), "p_value": v.get("p_value"),
                            "unit": v.get("unit"), "suite": v.get("suite"), "agent": job.get("agent"),
-                           "in_template": v.get("in_template"), "parts": _verdict_parts(v)})
+                           "in_template": v.get("in_template"), "parts": _verdict_parts(v),
+                           "sequential": v.get("sequential")})
     children: dict[str | None, list[str]] = {}
     for g in gens:
         children.setdefault(g.parent, []).append(g.id)
@@ -78,13 +79,14 @@ def rates_per_generation(ctx: ViewContext, promotions: list[dict[str, Any]]) -> 
     gate used. `holdout` pools both parts (labelled so: no gate uses it on a two-part holdout); in-template is the
     gate's recorded figure (it is reported, never gated)."""
     store = ctx.store
-    tallies: dict[str, PassTally] = {}
-    scope = gate_scope(ctx, ("holdout", "suite"))
+    tallies: dict[tuple[str, tuple[tuple[str, int], ...]], PassTally] = {}
+    base = gate_scope(ctx, ("holdout", "suite"))
 
-    def tally(gen: str) -> PassTally:
-        if gen not in tallies:
-            tallies[gen] = store.pass_tally(scope, generation=gen)
-        return tallies[gen]
+    def tally(gen: str, scope: RateScope) -> PassTally:
+        key = (gen, tuple(sorted(scope.per_task.items())))
+        if key not in tallies:
+            tallies[key] = store.pass_tally(scope, generation=gen)
+        return tallies[key]
 
     out: dict[str, dict[str, Any]] = {}
     for p in promotions:
@@ -92,7 +94,9 @@ def rates_per_generation(ctx: ViewContext, promotions: list[dict[str, Any]]) -> 
         if len(pair) != 2:
             continue
         it = p.get("in_template") or {}
-        ts = [tally(g) for g in pair]
+        # the trials per task the deciding look counted (a promote that stopped early saw fewer)
+        scope = look_scope(base, {"sequential": p.get("sequential")}, ctx.contract.promotion)
+        ts = [tally(g, scope) for g in pair]
         figs = gate_figures(ctx, ts[0], ts[1]).rows()
         common = [n for n in common_names(ts[0], ts[1]) if ts[0].tasks[n].part == "holdout"]
         for gid, t, side, key in zip(pair, ts, ("parent", "candidate"), ("a", "b"), strict=True):
