@@ -88,7 +88,10 @@ def test_local_update_trains_loads_and_serves_the_trained_tokens(
         # KL to the parent is on by default (the contract's training.kl_coef) and was really in the loss: zero at
         # the first step (the model is the parent), positive once the adapter has moved
         assert tr["kl_coef"] == ctx.contract.training.kl_coef > 0 and tr["kl_reference"].startswith("base model")
-        assert len(tr["kl_curve"]) == 3 and tr["kl_curve"][0] == 0.0 and tr["kl_last"] > 0, tr["kl_curve"]
+        # (noise-level, not exactly zero, at the first step: the parent was measured in other groups than the step
+        # trains, and padding to another length changes the float reductions; CI's CPU gave 1.9e-05)
+        first, last = tr["kl_curve"][0], tr["kl_last"]
+        assert len(tr["kl_curve"]) == 3 and first < 1e-3 and last > max(1e-4, 10 * first), tr["kl_curve"]
         # the validation slice: say-hi's accepted completions were measured, never trained on
         val = tr["validation"]
         assert "task:say-hi" in val["templates"] and val["samples"] > 0, val
