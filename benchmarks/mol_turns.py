@@ -35,7 +35,9 @@ warm-up). Per arm: hop share of latency (sum over turns) and route share; routin
 pass rate; prefix-cache share per adapter; the first turn of each conversation alone (the single-turn figure). One-
 sided tests (scipy): after's routing and pass not lower (exact McNemar on the paired turns), after's per-turn hop
 share lower (Wilcoxon signed-rank). L0 is the trained router; each specialist is an identity LoRA (answers as the
-base model, as `rsi demo --mol`'s untrained specialists do), each under a serve name of its own.
+base model, as `rsi demo --mol`'s untrained specialists do), each under a serve name of its own; `--specialist
+DIR` serves a trained adapter instead (e.g. the demo's promoted generation), so answers pass and the pass-rate test
+can show a loss (recorded as mol_turns_trained).
 """
 
 from __future__ import annotations
@@ -253,7 +255,13 @@ def main() -> None:
     ap.add_argument("--think", type=float, default=4.0, help="seconds from an answer to the next user message")
     ap.add_argument("--arms", default="before,after")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--specialist", type=Path,
+                    help="a trained LoRA adapter directory every specialist (L1-L3) serves instead of the identity "
+                         "LoRA, e.g. a demo generation's adapters/agent/g0001-*: answers that pass, so the pass-rate "
+                         "test has something to lose; records as mol_turns_trained")
     args = ap.parse_args()
+    if args.specialist is not None and not (args.specialist / "adapter_config.json").is_file():
+        ap.error(f"--specialist {args.specialist}: no adapter_config.json there (a PEFT LoRA adapter directory)")
     import rsi.models.server.engine as engine_mod
     from rsi.models.server.choice import score_labels
     from rsi.models.server.engine import Engine
@@ -300,10 +308,11 @@ def main() -> None:
 
             identity = Path(tmp) / "identity"  # specialists answer as the base does (the demo's new specialists)
             write_identity_adapter(next(iter(routers.values())), identity, "base")
+            specialist = args.specialist or identity
             for arm in arms:
                 for lab in DOMAINS:
                     l0 = routers[LEGEND.get(arm.name, False)]
-                    eng.load_adapter(f"{arm.name}-{lab.lower()}", str(l0 if lab == "L0" else identity))
+                    eng.load_adapter(f"{arm.name}-{lab.lower()}", str(l0 if lab == "L0" else specialist))
             model = EngineModel(eng)
             head = initial_messages(cfg, prompt_variables(cfg, instruction="", workdir="/app",
                                                           tools=contract.openai_tools(cfg.tools),
@@ -370,8 +379,13 @@ def report(arms: list[Arm], args: argparse.Namespace) -> None:
         from _records import Recorder
     except ImportError:  # pragma: no cover - records helper not present
         Recorder = None  # type: ignore[assignment,misc]  # noqa: N806
-    rec = Recorder("mol_turns", "MoL hops in multi-turn conversations (issue 41)",
-                   context=f"{args.conversations} conversations x {args.turns} turns, think {args.think:g} s, "
+    trained = args.specialist is not None
+    who = (f"every specialist serves a trained adapter ({args.specialist.name}), not the identity LoRA; "
+           if args.specialist is not None else "")
+    rec = Recorder("mol_turns_trained" if trained else "mol_turns",
+                   "MoL hops in multi-turn conversations (issue 41)"
+                   + (", trained specialists (answers that pass)" if trained else ""),
+                   context=f"{who}{args.conversations} conversations x {args.turns} turns, think {args.think:g} s, "
                            f"max {args.max_steps} replies per turn; arms {','.join(a.name for a in arms)} interleaved "
                            "on one in-process engine; 2 shared CPU cores") if Recorder else None
 
