@@ -426,3 +426,56 @@ def test_rounds_stop_early_for_futility_and_for_a_clear_gain(ws: WorkspaceContex
         assert j["rounds"] == 1 and j["bound"] == pytest.approx(0.00557, abs=1e-4) and j["looks"] == 2
     finally:
         ctx.store.close()
+
+
+class SecondGenAgent:
+    """gen-0001 and gen-0002 solve attempts 1-3 of 4, gen-0000 attempt 1: gen-0002 adds nothing to its parent."""
+
+    name = "second-gen"
+
+    def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentOutcome:
+        best = 1 if ctx.generation is None or ctx.generation.id == "gen-0000" else 3
+        attempt = int(ctx.trial_id.rsplit(".", 1)[-1])
+        return as_harness((OracleAgent() if attempt <= best else NopAgent()).run(sandbox, ctx), ctx)
+
+
+def test_after_an_early_stop_the_diff_and_the_view_count_the_trials_the_gate_counted(
+        ws: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    """Three generations: gen-0001's own promotion ran both rounds (4 trials a task), gen-0002's stopped for
+    futility after one (2 a task, gen-0001's first two reused). `rsi diff gen-0001 gen-0002` and `rsi view`'s rates
+    must show the 2 a task the gate counted (12/12 against 12/12), not gen-0001's 4 (18/24 against 12/12, a loss
+    the gate never saw)."""
+    AGENTS.add("second-gen", SecondGenAgent)
+    ctx = _looks(ws, 2)
+    try:
+        first = promote(ctx, PromoteRequest("gen-0001", agent="second-gen"), provider=provider)
+        seq = first.verdict.sequential
+        assert seq is not None and seq.rounds_run == 2, "gen-0001's own promotion measured 4 trials a task"
+        g1 = ctx.generation("gen-0001")
+        cand = g1.model_copy(update={"id": "gen-0002", "parent": "gen-0001", "state": GenerationState.CANDIDATE})
+        write_yaml_model(ctx.ws.generations_dir / "gen-0002.yaml", cand)
+        ctx.store.put_generation(cand)
+        second = promote(ctx, PromoteRequest("gen-0002", agent="second-gen"), provider=provider)
+        seq = second.verdict.sequential
+        assert seq is not None and (seq.rounds_run, seq.stopped) == (1, "futility") and not second.verdict.passed
+        from rsi.report.diff import build_diff
+
+        r = build_diff(ctx, "gen-0001", "gen-0002", agent="second-gen")
+        holdout = [t for t in r.tasks if t["split"] == "holdout"]
+        assert len(holdout) == 6 and all(t["a_trials"] == t["b_trials"] == 2 for t in holdout), holdout
+        assert sum(t["a_passes"] for t in holdout) == 12 and sum(t["b_passes"] for t in holdout) == 12
+        assert r.flips["still_passing"] == 6 and r.flips["regressed"] == 0, r.flips
+        assert r.gate is not None and r.gate["verdict"]["sequential"]["rounds_run"] == 1
+    finally:
+        ctx.store.close()
+    from rsi.view.context import ViewContext
+    from rsi.view.pages import generations
+
+    view = ViewContext.open(ws.ws.root)
+    try:
+        rates = generations(view)["rates"]
+    finally:
+        view.store.close()
+    # gen-0001 shown at its latest promotion (as gen-0002's parent): the gate's 12/12, not 18/24
+    assert rates["gen-0001"]["holdout_counted"] == "12/12" and rates["gen-0001"]["holdout"] == 1.0, rates["gen-0001"]
+    assert rates["gen-0002"]["holdout_counted"] == "12/12"
