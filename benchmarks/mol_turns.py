@@ -260,6 +260,7 @@ def main() -> None:
                          "LoRA, e.g. a demo generation's adapters/agent/g0001-*: answers that pass, so the pass-rate "
                          "test has something to lose; records as mol_turns_trained")
     args = ap.parse_args()
+    t_start = time.monotonic()
     if args.specialist is not None and not (args.specialist / "adapter_config.json").is_file():
         ap.error(f"--specialist {args.specialist}: no adapter_config.json there (a PEFT LoRA adapter directory)")
     import rsi.models.server.engine as engine_mod
@@ -327,7 +328,7 @@ def main() -> None:
         finally:
             eng.close()
             provider.gc(set(), scope={JOB})
-    report(arms, args)
+    report(arms, args, time.monotonic() - t_start)
 
 
 def _stop(*_: Any) -> None:
@@ -372,7 +373,7 @@ def run_all(convos: list[list[Task]], arms: list[Arm], model: Any, cfg: HarnessC
                 arm.model_summaries += ev.get("source") == "model" or ("source" not in ev)
 
 
-def report(arms: list[Arm], args: argparse.Namespace) -> None:
+def report(arms: list[Arm], args: argparse.Namespace, wall_sec: float | None = None) -> None:
     from scipy.stats import binomtest, wilcoxon
 
     try:
@@ -388,6 +389,9 @@ def report(arms: list[Arm], args: argparse.Namespace) -> None:
                    context=f"{who}{args.conversations} conversations x {args.turns} turns, think {args.think:g} s, "
                            f"max {args.max_steps} replies per turn; arms {','.join(a.name for a in arms)} interleaved "
                            "on one in-process engine; 2 shared CPU cores") if Recorder else None
+    if rec is not None:  # the run is the script's, whichever record it writes; its wall time is the whole run's
+        rec.command = " ".join(["python", "benchmarks/mol_turns.py", *sys.argv[1:]])
+        rec.wall_sec = wall_sec
 
     def fig(fid: str, label: str, value: Any, unit: str = "", **kw: Any) -> None:
         if rec is not None:
