@@ -443,6 +443,15 @@ def report(arms: list[Arm], args: argparse.Namespace, wall_sec: float | None = N
         p = sum(x.prompt_tokens for x in rt)
         fig(f"{a.name}_route_uncached_tokens", f"{a.name}: mean tokens a route prefilled (not from the cache)",
             (p - sum(x.cached_tokens for x in rt)) / max(len(rt), 1))
+        new_tokens = [x.prompt_tokens - x.cached_tokens for x in rt]
+        if len(set(new_tokens)) > 1:  # what one route costs: a forward's fixed part + its new tokens' prefill
+            from scipy.stats import linregress
+
+            fit = linregress(new_tokens, [x.wall_sec - x.queue_sec for x in rt])
+            fig(f"{a.name}_route_fixed_sec", f"{a.name}: a route's fixed seconds (least-squares intercept of route "
+                f"seconds on new tokens, {len(rt)} routes, r = {fit.rvalue:.2f})", float(fit.intercept), "s")
+            fig(f"{a.name}_route_sec_per_token", f"{a.name}: a route's seconds per new token (the slope)",
+                float(fit.slope) * 1000, "ms")
     if "before" in by:
         b = by["before"]
         others = [a.name for a in arms if a.name != "before"]
