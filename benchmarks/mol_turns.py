@@ -381,8 +381,8 @@ def report(arms: list[Arm], args: argparse.Namespace, wall_sec: float | None = N
     except ImportError:  # pragma: no cover - records helper not present
         Recorder = None  # type: ignore[assignment,misc]  # noqa: N806
     trained = args.specialist is not None
-    who = (f"every specialist serves a trained adapter ({args.specialist.name}), not the identity LoRA; "
-           if args.specialist is not None else "")
+    who = f"every specialist serves a trained adapter ({args.specialist.name}), not the identity LoRA; " \
+        if trained else ""
     rec = Recorder("mol_turns_trained" if trained else "mol_turns",
                    "MoL hops in multi-turn conversations (issue 41)"
                    + (", trained specialists (answers that pass)" if trained else ""),

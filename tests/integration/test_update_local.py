@@ -85,8 +85,8 @@ def test_local_update_trains_loads_and_serves_the_trained_tokens(
         # the served prompt tokens are the trained ones, every turn checked, none differing
         toks = tr["tokens"]
         assert toks["token_checked"] == toks["turns"] > 0 and toks["token_mismatch"] == 0, toks
-        # KL to the parent is on by default (the contract's training.kl_coef) and was really in the loss: zero at
-        # the first step (the model is the parent), positive once the adapter has moved
+        # KL to the parent is on by default (the contract's training.kl_coef) and was really in the loss: about zero
+        # at the first step (the model is the parent), positive once the adapter has moved
         assert tr["kl_coef"] == ctx.contract.training.kl_coef > 0 and tr["kl_reference"].startswith("base model")
         # (noise-level, not exactly zero, at the first step: the parent was measured in other groups than the step
         # trains, and padding to another length changes the float reductions; CI's CPU gave 1.9e-05)
