@@ -66,6 +66,8 @@ class TaskDraft(RsiModel):
     # which wording of the template's instruction (0-based) of how many it has (None: not a template's)
     phrasing: int | None = Field(default=None, ge=0)
     phrasings: int | None = Field(default=None, ge=1)
+    # the operations' templates a composed task chains (`text/sort`, ...), in order (None: not a composition)
+    ops: list[str] | None = None
     instruction: str
     dockerfile: str
     env_files: dict[str, str] = Field(default_factory=dict)  # relative to environment/
@@ -125,6 +127,7 @@ def render_task_toml(d: TaskDraft, *, name: str, split: Split, discovered_by: st
         *([f"holdout_part = {_toml_str(holdout_part)}"] if split == "holdout" and holdout_part else []),
         *([f"phrasing = {d.phrasing}", f"phrasings = {d.phrasings}"]
           if d.phrasing is not None and d.phrasings is not None else []),
+        *([f"ops = {_toml_list(d.ops)}"] if d.ops else []),
         f"generator = {_toml_str(d.generator)}",
     ]
     if d.seed is not None:

@@ -51,6 +51,8 @@ class RsiMetadata(RsiModel):
     # a holdout task's part: `in_skill` (a train template in a held-out phrasing: the superiority gate) or
     # `unseen` (a template never trained on: non-inferiority, reported as transfer); None on train tasks
     holdout_part: HoldoutPart | None = None
+    # a composed task's operations: the templates it chains, in order (`text/sort`, `text/head`)
+    ops: list[str] | None = None
     generator: str | None = None
     seed: int | None = None
     parent_task: str | None = None

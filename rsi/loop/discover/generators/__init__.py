@@ -92,6 +92,7 @@ GENERATORS: Registry[Generator] = Registry("generator")
 def load_generators() -> list[str]:
     """Register every built-in generator; return their names."""
     from rsi.loop.discover.generators import (  # noqa: F401  (register on import)
+        compose,
         family_data,
         family_files,
         family_logs,
