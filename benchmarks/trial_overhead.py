@@ -1,4 +1,4 @@
-"""P1, P2, P6 — what rsi's trial machinery costs on top of Docker itself.
+"""P1, P2, P6, P7 — what rsi's trial machinery costs on top of Docker itself.
 
 - P1 trial overhead: median wall time of one oracle trial of a trivial task run through rsi's
   Python API (`rsi.exec.trial.run_trial`, in-process: no Python start-up, image already built),
@@ -7,6 +7,10 @@
   out, rm -f both, rmi snapshot). rsi and raw runs alternate so machine noise hits both alike.
 - P2 concurrency: throughput of a job at `-n 4` over the same job at `-n 1`; the task's solution
   sleeps 3 s and the job runs it K=8 times (`rsi.loop.run.run_job`, the code path of `rsi run`).
+- P7 a fresh environment's first trial: median wall time of an oracle trial whose environment is new (a file
+  of unique content copied in, so its image does not exist yet: what every discover candidate costs), with the
+  build-free path (the base image, the files put in, one commit) over the same trials with `docker build`.
+  Alternated, same task shape; also prints each path's median image seconds (`timings.build`).
 - P6 image reuse: how many environment images the second oracle run of the starter tasks builds
   (counted by wrapping the provider's `ensure_image`, and cross-checked against the image ids of
   the tasks' tags before and after the run).
@@ -15,7 +19,7 @@ Everything runs in a temporary workspace, so the repository's own `.rsi/` is nev
 Needs a Docker daemon and the base image (`rsi sandbox build-base`). Prints one line per figure;
 each ratio is against a baseline measured in the same run.
 
-    python benchmarks/trial_overhead.py [--quick] [--only P1,P2,P6] [--verbose]
+    python benchmarks/trial_overhead.py [--quick] [--only P1,P2,P6,P7] [--verbose]
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from rsi.loop.init import init_workspace  # noqa: E402
 from rsi.loop.run import RunRequest, run_job  # noqa: E402
 from rsi.sandbox.base import ImageRef, SandboxProvider  # noqa: E402
 from rsi.sandbox.base_image import resolve_base_image  # noqa: E402
+from rsi.sandbox.docker import env_image_tag  # noqa: E402
 from rsi.sandbox.registry import get_provider  # noqa: E402
 from rsi.store.files import load_task  # noqa: E402
 from rsi.store.paths import Workspace  # noqa: E402
@@ -422,13 +427,58 @@ def p6(tmp: Path, quick: bool, verbose: bool) -> bool:
 
 
 def _task_tags(bench: Bench, paths: list[Path]) -> set[str]:
-    from rsi.sandbox.docker import env_image_tag
     from rsi.store.files import find_task_dirs
 
     return {env_image_tag(_env_digest(bench, d)) for d in find_task_dirs(paths)}
 
 
 # ---------------------------------------------------------------- main
+
+
+# ---------------------------------------------------------------- P7
+
+
+def p7(tmp: Path, reps: int, verbose: bool) -> bool:
+    from rsi.sandbox.docker import DockerSandboxProvider
+
+    bench = Bench.open(tmp / "ws-p7")
+    envs = {how: TrialEnv(provider=DockerSandboxProvider(build_free=how == "files"), contract=bench.ctx.contract,
+                          base_image=bench.env.base_image, base_image_id=bench.env.base_image_id)
+            for how in ("files", "build")}
+    wall: dict[str, list[float]] = {"files": [], "build": []}
+    image: dict[str, list[float]] = {"files": [], "build": []}
+    made: list[str] = []
+    try:
+        for i in range(reps + 1):
+            for how in (("files", "build") if i % 2 else ("build", "files")):
+                d = make_task(tmp / "p7-tasks", f"fresh-{how}-{i}")
+                (d / "environment" / "input.txt").write_text(f"{how} {i} {secrets.token_hex(8)}\n")
+                (d / "environment" / "Dockerfile").write_text(DOCKERFILE + "COPY input.txt /app/input.txt\n")
+                spec = _spec(bench, d, f"bench-p7-{secrets.token_hex(3)}", i)
+                t = time.perf_counter()
+                res = run_trial(spec, envs[how])
+                w = time.perf_counter() - t
+                made.append(_env_digest(bench, d))
+                if not res.passed:
+                    raise SystemExit(f"P7: {how} trial {i} did not pass: {res.error_type} {res.error_message}")
+                if i:  # the first round warms both paths' caches
+                    wall[how].append(w)
+                    image[how].append(res.timings.build)
+    finally:
+        for digest in made:
+            bench.provider.remove_image(env_image_tag(digest))
+    ratio = median(wall["files"]) / median(wall["build"])
+    REC.add("P7_fresh_env_trial_ratio",
+            f"P7 a fresh environment's oracle trial, build-free over docker build (median of {reps} each)",
+            ratio, "x", note=f"files {median(wall['files']):.3f} s (image {median(image['files']):.3f} s), "
+                             f"build {median(wall['build']):.3f} s (image {median(image['build']):.3f} s)")
+    print(f"P7 fresh_env_trial_ratio={ratio:.2f} (build-free median {median(wall['files']):.3f}s, image "
+          f"{median(image['files']):.3f}s; docker build median {median(wall['build']):.3f}s, image "
+          f"{median(image['build']):.3f}s; n={reps})", flush=True)
+    if verbose:
+        print("   build-free walls: " + ", ".join(f"{x:.2f}" for x in wall["files"]))
+        print("   docker build walls: " + ", ".join(f"{x:.2f}" for x in wall["build"]))
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -438,13 +488,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="fewer repetitions (P1 n=3, P2 without its raw ceiling, P6 on 4 tasks)",
     )
-    ap.add_argument("--only", default="P1,P2,P6", help="comma-separated figures to measure, e.g. P1,P2")
+    ap.add_argument("--only", default="P1,P2,P6,P7", help="comma-separated figures to measure, e.g. P1,P7")
     ap.add_argument("--verbose", action="store_true", help="also print per-phase breakdowns")
     args = ap.parse_args(argv)
     only = {s.strip().upper() for s in args.only.split(",") if s.strip()}
-    unknown = only - {"P1", "P2", "P6"}
+    unknown = only - {"P1", "P2", "P6", "P7"}
     if unknown:
-        ap.error(f"--only: unknown figure(s) {', '.join(sorted(unknown))}; choose from P1, P2, P6")
+        ap.error(f"--only: unknown figure(s) {', '.join(sorted(unknown))}; choose from P1, P2, P6, P7")
     if shutil.which("docker") is None:
         raise SystemExit("the docker CLI is needed for the raw baseline of P1")
 
@@ -462,6 +512,8 @@ def main(argv: list[str] | None = None) -> int:
             results.append(p2(tmp, 8, not args.quick, args.verbose))
         if "P6" in only:
             results.append(p6(tmp, args.quick, args.verbose))
+        if "P7" in only:
+            results.append(p7(tmp, 3 if args.quick else 7, args.verbose))
     REC.write()
     return 0 if all(results) else 1
 

@@ -60,6 +60,7 @@ class ExecResult:
 class ImageRef:
     tag: str
     built: bool  # False when an existing image was reused
+    how: str = "build"  # "build" (the daemon built the Dockerfile) or "files" (base + files put in, committed)
 
 
 @dataclass

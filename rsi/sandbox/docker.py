@@ -8,6 +8,8 @@ Each daemon call is retried on transient errors and then surfaces as `SandboxErr
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from pathlib import Path
 
@@ -31,6 +33,7 @@ from rsi.sandbox.docker_io import (
     call,
 )
 from rsi.sandbox.docker_sandbox import DockerSandbox
+from rsi.sandbox.files_env import FilesPlan, files_archive, plan_files_only
 
 ENV_REPO = "rsi-env"
 DEFAULT_OUTPUT_CAP = 8 << 20  # bytes kept per stream per exec
@@ -60,8 +63,11 @@ class DockerSandboxProvider:
         timeout: float = 300.0,
         use_init: bool = True,
         output_cap: int = DEFAULT_OUTPUT_CAP,
+        build_free: bool | None = None,
     ) -> None:
         self._client = client
+        # Files-only environments skip the build (files_env.py); RSI_ENV_BUILD=always builds every one.
+        self._build_free = build_free if build_free is not None else os.environ.get("RSI_ENV_BUILD") != "always"
         self._timeout = timeout
         self._use_init = use_init
         self._output_cap = output_cap
@@ -176,6 +182,12 @@ class DockerSandboxProvider:
             if self.image_id(tag) is not None:
                 return ImageRef(tag=tag, built=False)
             labels = {LABEL_KIND: "env", "rsi.env_digest": env_digest}
+            plan = plan_files_only(Path(env_dir), build_args) if self._build_free else None
+            if plan is not None and self.image_id(plan.base) is not None:
+                self._put_files(plan, tag, labels)
+                if self.image_id(tag) is None:
+                    raise SandboxError(f"commit {tag}: the daemon reported success but the image is missing")
+                return ImageRef(tag=tag, built=True, how="files")
             try:
                 build_image(
                     self.api, Path(env_dir), tag, build_args=build_args, labels=labels, timeout=timeout
@@ -196,6 +208,39 @@ class DockerSandboxProvider:
             if self.image_id(tag) is None:
                 raise SandboxError(f"build {tag}: the daemon reported success but the image is missing")
             return ImageRef(tag=tag, built=True)
+
+    def _put_files(self, plan: FilesPlan, tag: str, labels: dict[str, str]) -> None:
+        """The image of a files-only environment: a container of the base, the files put in, one commit."""
+        api = self.api
+        made = call(f"create container from {plan.base}", api.create_container, plan.base, command=["true"],
+                    labels={LABEL_KIND: "probe"}, host_config=api.create_host_config(network_mode="none"))
+        assert made is not None
+        cid = str(made["Id"])
+        try:
+            existing = self._existing(cid, plan)
+            call(f"put files in {cid[:12]}", api.put_archive, cid, "/", files_archive(plan, existing))
+            repo, _, name = tag.partition(":")
+            changes = [f"LABEL {k}={json.dumps(v)}" for k, v in sorted(labels.items())]
+            if plan.workdir:
+                changes.append(f"WORKDIR {plan.workdir}")
+            call(f"commit {tag}", api.commit, cid, repository=repo, tag=name, changes=changes)
+        finally:
+            call("remove container", api.remove_container, cid, force=True, missing_ok=True)
+
+    def _existing(self, cid: str, plan: FilesPlan) -> set[str]:
+        """The plan's directories the base image already has (a HEAD per path whose parent exists)."""
+        api = self.api
+        present: set[str] = {"/"}
+        for path in sorted(plan.dirs, key=lambda p: (p.count("/"), p)):
+            if str(Path(path).parent) not in present:
+                continue  # under a directory the base lacks: absent too
+            url = api._url("/containers/{0}/archive", cid)  # type: ignore[attr-defined]
+            res = call(f"stat {path} in {cid[:12]}", api.head, url, params={"path": path})
+            if res is not None and res.status_code == 200:
+                present.add(path)
+            elif res is not None and res.status_code != 404:
+                raise SandboxError(f"stat {path} in {cid[:12]}: the daemon answered {res.status_code}")
+        return present
 
     def _release_of_from(self, env_dir: Path, base: str | None) -> str:
         """The release of the image the Dockerfile's last FROM names, e.g. "Debian GNU/Linux 12 (bookworm)
