@@ -23,9 +23,9 @@ OUT = ROOT / "docs" / "results.md"
 BENCH_README = ROOT / "benchmarks" / "README.md"
 BENCH_PAGE = ROOT / "docs" / "benchmarks.md"
 # The order a reader wants: what the loop achieves first, then the parts' speed.
-ORDER = ["demo", "sources_ablation", "train_throughput", "sequential", "trial_overhead", "harness_throughput",
-         "model_server", "prefix_reuse", "search_efficiency", "store_scale", "ray_executor", "adapter_handoff",
-         "mol", "mol_quality", "mol_turns", "gateway", "external_harness"]
+ORDER = ["demo", "cycle_profile", "sources_ablation", "train_throughput", "sequential", "trial_overhead",
+         "harness_throughput", "model_server", "prefix_reuse", "search_efficiency", "store_scale", "ray_executor",
+         "adapter_handoff", "mol", "mol_quality", "mol_turns", "gateway", "external_harness"]
 
 
 def fmt(value: float | int | str | None, unit: str = "") -> str:
@@ -65,6 +65,50 @@ def machine_line(r: Record) -> str:
 
 
 def render_record(r: Record) -> str:
+    if r.script == "cycle_profile":
+        return _header(r) + render_profile(r)
+    rows = ["", "| figure | value | target | | compare | note |", "|---|---|---|---|---|---|"]
+    for f in r.figures:
+        comp = "; ".join(f"{c.who}: {fmt(c.value, f.unit)}" for c in f.compare)
+        rows.append(f"| {_cell(f.label)} | **{_cell(fmt(f.value, f.unit))}** | {_cell(f.target or '')} "
+                    f"| {_met(f)} | {_cell(comp)} | {_cell(f.note)} |")
+    return _header(r) + "\n".join(rows) + "\n"
+
+
+def render_profile(r: Record) -> str:
+    """benchmarks/cycle_profile.py's figures as two tables per cycle: its phases with their parts (wall and share of
+    the cycle), and its trial steps (trial-seconds summed over concurrent trials, and the wall attributed to each)."""
+    import re
+
+    figs = {f.id: f for f in r.figures}
+    out: list[str] = []
+    for c in dict.fromkeys(f.id.split(".")[0] for f in r.figures if re.match(r"c\d+\.", f.id)):
+        total = figs.get(f"{c}.wall")
+        if total is not None:
+            out += ["", f"**{_cell(total.label)}: {fmt(total.value, total.unit)}**"]
+        out += ["", "| phase / part | wall | share of the cycle |", "|---|---|---|"]
+        for f in r.figures:
+            m = re.fullmatch(rf"{c}\.phase\.(.+)\.wall", f.id)
+            if m is None:
+                continue
+            share = figs.get(f"{c}.phase.{m.group(1)}.share")
+            out.append(f"| {_cell(f.label.split(': ', 1)[-1])} | **{fmt(f.value, f.unit)}** | "
+                       f"{fmt(share.value, share.unit) if share else ''} |")
+            for part in (p for p in r.figures if p.id.startswith(f"{c}.part.{m.group(1)}.")):
+                out.append(f"| ↳ {_cell(part.label.split(' · ', 1)[-1])} | {fmt(part.value, part.unit)} | |")
+        out += ["", "| step | trial-seconds | share of trial-seconds | wall (attributed) | share of the wall |",
+                "|---|---|---|---|---|"]
+        for f in r.figures:
+            m = re.fullmatch(rf"{c}\.step\.(.+)\.wall", f.id)
+            if m is None:
+                continue
+            cells = [figs.get(f"{c}.step.{m.group(1)}.{k}") for k in ("trial", "trial_share", "wall", "wall_share")]
+            name = re.sub(r"^cycle \d+: |, attributed wall$", "", f.label)
+            out.append(f"| {_cell(name)} | " + " | ".join(fmt(x.value, x.unit) if x else "—" for x in cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def _header(r: Record) -> str:
     head = [f"## {r.title}", ""]
     wall = ("" if not r.wall_sec else f" in {r.wall_sec:.0f} s" if r.wall_sec < 120
             else f" in {r.wall_sec / 60:.1f} min")
@@ -75,12 +119,7 @@ def render_record(r: Record) -> str:
                      "began writing records.*"]
     if r.context:
         head += ["", r.context]
-    rows = ["", "| figure | value | target | | compare | note |", "|---|---|---|---|---|---|"]
-    for f in r.figures:
-        comp = "; ".join(f"{c.who}: {fmt(c.value, f.unit)}" for c in f.compare)
-        rows.append(f"| {_cell(f.label)} | **{_cell(fmt(f.value, f.unit))}** | {_cell(f.target or '')} "
-                    f"| {_met(f)} | {_cell(comp)} | {_cell(f.note)} |")
-    return "\n".join(head + rows) + "\n"
+    return "\n".join(head) + "\n"
 
 
 def render(records: list[Record]) -> str:

@@ -102,6 +102,20 @@ class Timings(RsiModel):
     # Seconds the agent spent waiting for the model server to admit its requests (queued behind
     # other trials); not charged against the agent's time budget.
     model_queue: float = 0.0
+    # Finer spans (issue 47's cycle profile; 0.0 in results written before them). Inside `agent`: seconds in
+    # model calls (client round trips, queue included), of which the server reported prefill and decode
+    # (0.0 where it does not say), and seconds in the sandbox running the agent's commands.
+    model: float = 0.0
+    model_prefill: float = 0.0
+    model_decode: float = 0.0
+    sandbox_exec: float = 0.0
+    # Inside `snapshot`: committing the frozen agent container to an image, and removing that container.
+    commit: float = 0.0
+    agent_remove: float = 0.0
+    # Inside `verify`: creating + starting the verifier container, test.sh running in it, removing it.
+    verify_start: float = 0.0
+    verify_exec: float = 0.0
+    verify_remove: float = 0.0
 
 
 class Usage(RsiModel):

@@ -355,6 +355,8 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             return r
         timings.agent = time.monotonic() - t
         timings.model_queue = outcome.model_queue_sec
+        timings.model, timings.sandbox_exec = outcome.model_sec, outcome.exec_sec
+        timings.model_prefill, timings.model_decode = outcome.model_prefill_sec, outcome.model_decode_sec
         if env.cancel.is_set():
             raise Cancelled("job cancelled")
 
@@ -386,15 +388,19 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
                 vimage = image.tag
             else:
                 reads, present = {}, {}
+                tc = time.monotonic()
                 snapshot = box.snapshot(run_labels(plan, "snapshot"))
+                timings.commit = time.monotonic() - tc
                 vimage = snapshot
             vspec = sandbox_spec(plan, vimage, "verifier")
             if services:  # its services answer the verifier on localhost; nothing of it reaches the verifier's files
                 box.resume()
                 vspec.network_of = box.id
             else:
+                tc = time.monotonic()
                 box.stop()
                 env.untrack(box)
+                timings.agent_remove = time.monotonic() - tc
             vspec.command = verifier_script(policy, present)
             vspec.staged = stage_archive(tests_dir, reads, shim)
             vspec.env = {**(shim.env if shim else {}), **vspec.env}
@@ -403,8 +409,14 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             vbox = env.provider.start(vspec)
             boxes.append(vbox)
             env.track(vbox)
+            timings.verify_start = time.monotonic() - t
+            tc = time.monotonic()
             res = vbox.wait(vtimeout)
+            timings.verify_exec = time.monotonic() - tc
             vrun = VerifierRun(res, read_reward_files(vbox, contract.grading.reward_files))
+            tc = time.monotonic()
+            vbox.stop()  # its main process has ended, the reward is read; `finally` stops it again (a no-op)
+            timings.verify_remove = time.monotonic() - tc
         timings.verify = time.monotonic() - t
         if outcome.deferred is not None:  # before the verdict: a failed summary hop is infra
             outcome.deferred.finish()

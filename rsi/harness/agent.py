@@ -61,6 +61,12 @@ class AgentOutcome:
     turns: int = 0
     # Seconds spent queued for the model server (not charged against the agent's time limit).
     model_queue_sec: float = 0.0
+    # Where the agent's time went (the cycle profile): model calls (round trips, queue included), the prefill
+    # and decode seconds the server reported for them (0.0 where it does not say), and the sandbox's commands.
+    model_sec: float = 0.0
+    model_prefill_sec: float = 0.0
+    model_decode_sec: float = 0.0
+    exec_sec: float = 0.0
     # Paths rsi's own agent runtime wrote (the oracle's /solution): exempt from the tamper check.
     exempt_paths: list[str] = field(default_factory=list)
     # Set only when the runner allowed it (AgentContext.extra["defer_summary"]): the runner calls

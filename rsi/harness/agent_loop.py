@@ -260,6 +260,7 @@ class HarnessAgent:
             outcome.error_type, outcome.error_message = ErrorType.MODEL_UNAVAILABLE, str(e)
             return "route_failed"
         outcome.usage = outcome.usage.add(_one_call(route.usage))
+        outcome.model_sec += route.latency_sec
         rec.add_agent(message=route.label, model_name=mol.serve_names["L0"],
                       metrics=Metrics(prompt_tokens=route.usage.prompt_tokens,
                                       completion_tokens=route.usage.completion_tokens,
@@ -312,6 +313,7 @@ class HarnessAgent:
             if used() >= lim.agent_timeout:
                 outcome.timed_out = True
                 return "agent_timeout"
+            t_call = time.monotonic()
             try:
                 result = client.chat(
                     model_name,
@@ -342,6 +344,9 @@ class HarnessAgent:
                 result = dataclasses.replace(result, content=result.content + matched)
             outcome.usage = outcome.usage.add(result.usage if result.usage.calls else _one_call(result.usage))
             outcome.model_queue_sec += getattr(result, "queue_sec", 0.0)
+            outcome.model_sec += time.monotonic() - t_call
+            outcome.model_prefill_sec += getattr(result, "prefill_sec", 0.0)
+            outcome.model_decode_sec += getattr(result, "decode_sec", 0.0)
             outcome.turns = turn
 
             if config.action_format == "text":
@@ -356,9 +361,11 @@ class HarnessAgent:
                 if remaining <= 0:
                     timed_out = True
                     break
+                t_exec = time.monotonic()
                 out = run_invocation(
                     sandbox, inv, workdir=workdir, command_timeout=min(lim.command_timeout, remaining)
                 )
+                outcome.exec_sec += time.monotonic() - t_exec
                 out.content = truncate_middle(out.content, lim.observation_max_chars)
                 outcomes.append(out)
             note = truncate_middle(parsed.error, lim.observation_max_chars) if parsed.error else None

@@ -13,6 +13,7 @@ Known-wrong solutions never ship inside a task: a discovery candidate is staged 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from rsi.core.task import resolve_env
@@ -59,9 +60,11 @@ class OracleAgent:
             out = _write(rec, ctx, "no_solution")
             out.error_type, out.error_message = ErrorType.AGENT_ERROR, msg
             return out
+        t0 = time.monotonic()
         sandbox.put_dir(solution, SOLUTION_DIR)
         env = resolve_env(ctx.task.spec.solution.env, os.environ) or None  # Harbor's [solution] env
         res = sandbox.exec(SOLVE_COMMAND, timeout=ctx.agent_timeout_sec, workdir=sandbox.workdir, env=env)
+        exec_sec = time.monotonic() - t0
         log.write_text(
             f"$ {SOLVE_COMMAND}\n"
             f"# exit code {res.exit_code}, timed out {res.timed_out}, {res.duration:.2f}s\n"
@@ -86,6 +89,7 @@ class OracleAgent:
         out.exempt_paths = [SOLUTION_DIR]
         out.timed_out = res.timed_out
         out.turns = 1
+        out.exec_sec = exec_sec
         return out
 
 

@@ -81,6 +81,10 @@ class ChatResult:
     # Seconds the server held the request in its queue before generating (the embedded server
     # reports it in the `x-queue-seconds` header; 0 where a server does not say).
     queue_sec: float = 0.0
+    # Seconds the server spent prefilling the prompt and decoding the reply (the embedded server's
+    # `x-prefill-seconds` / `x-decode-seconds` headers; 0 where a server does not say).
+    prefill_sec: float = 0.0
+    decode_sec: float = 0.0
     # The stop string that ended the completion, where the server says (vLLM `stop_reason`, SGLang
     # `matched_stop`); OpenAI semantics leave it out of `content`. None otherwise.
     stop_reason: str | None = None
@@ -184,9 +188,9 @@ def _matched_stop(choice: dict[str, Any]) -> str | None:
     return None
 
 
-def _queue_sec(resp: httpx.Response) -> float:
+def _queue_sec(resp: httpx.Response, header: str = "x-queue-seconds") -> float:
     try:
-        return max(0.0, float(resp.headers.get("x-queue-seconds", "0")))
+        return max(0.0, float(resp.headers.get(header, "0")))
     except ValueError:
         return 0.0
 
@@ -337,6 +341,8 @@ class ChatClient:
             latency_sec=latency,
             raw=data,
             queue_sec=queue_sec,
+            prefill_sec=_queue_sec(resp, "x-prefill-seconds"),
+            decode_sec=_queue_sec(resp, "x-decode-seconds"),
             stop_reason=_matched_stop(choice),
             **_token_fields(data, choice),
         )

@@ -159,6 +159,11 @@ class FitResult:
     train_sec: float = 0.0  # inside the optimisation steps (no measurement before, between or after)
     trained_samples: int = 0  # policy turns over all steps (a turn drawn twice counts twice)
     trained_tokens: int = 0  # their prompt + completion tokens (what one forward per turn would compute)
+    # train_sec split (the cycle profile): the forwards with their losses, the backwards, the optimiser's step
+    # (with zero_grad); on a GPU without a synchronise, so only the CPU's figures are exact
+    forward_sec: float = 0.0
+    backward_sec: float = 0.0
+    optimizer_sec: float = 0.0
 
 
 class Batches:
@@ -229,12 +234,15 @@ def fit(model: Any, logps: Scorer | Callable[[Sample], Any], *, sft: list[Sample
     model.train()
     step = 0
     train_sec, n_samples, n_tokens = 0.0, 0, 0
+    fwd_sec, bwd_sec, opt_sec = 0.0, 0.0, 0.0
     while step < s.steps:
         batch = batches.next()
         t_step = time.perf_counter()
         opt.zero_grad()
         total, kl_total = 0.0, 0.0
+        opt_sec += time.perf_counter() - t_step
         for group in scorer.split(batch):
+            t_fwd = time.perf_counter()
             group_loss = None
             for x, lp in zip(group, scorer(group), strict=True):
                 loss, kl = sample_loss(lp, refs.get(id(x)), x, sft=id(x) in sft_ids, pg=id(x) in pg_ids, s=s,
@@ -242,9 +250,14 @@ def fit(model: Any, logps: Scorer | Callable[[Sample], Any], *, sft: list[Sample
                 group_loss = loss if group_loss is None else group_loss + loss
                 total += float(loss.detach()) / len(batch)
                 kl_total += kl / len(batch)
+            t_bwd = time.perf_counter()
+            fwd_sec += t_bwd - t_fwd
             if group_loss is not None:
                 (group_loss / len(batch)).backward()
+            bwd_sec += time.perf_counter() - t_bwd
+        t_opt = time.perf_counter()
         opt.step()
+        opt_sec += time.perf_counter() - t_opt
         train_sec += time.perf_counter() - t_step
         n_samples += len(batch)
         n_tokens += sum(len(x.prompt) + len(x.completion) for x in batch)
@@ -267,7 +280,8 @@ def fit(model: Any, logps: Scorer | Callable[[Sample], Any], *, sft: list[Sample
     if validation:
         vjson.update(stop.as_json(), restored_step=restored)
     return FitResult(steps=step, losses=losses, kl_curve=kls, logprob_before=before, logprob_after=after,
-                     validation=vjson, train_sec=train_sec, trained_samples=n_samples, trained_tokens=n_tokens)
+                     validation=vjson, train_sec=train_sec, trained_samples=n_samples, trained_tokens=n_tokens,
+                     forward_sec=fwd_sec, backward_sec=bwd_sec, optimizer_sec=opt_sec)
 
 
 def _mean(xs: list[float]) -> float:

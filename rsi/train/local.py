@@ -316,7 +316,10 @@ class LocalBackend:
             "wall_sec": round(time.monotonic() - t0, 2),
             "throughput": {"pack": s.pack, "pack_tokens": s.pack_tokens, "threads": threads,
                            "dtype": str(autocast or torch.float32).replace("torch.", ""), "fit_sec": round(fit_sec, 2),
-                           "train_sec": round(res.train_sec, 3), "trained_samples": res.trained_samples,
+                           "setup_sec": round(t_fit - t0, 2),  # loading the model and tokenising, before the fit
+                           "train_sec": round(res.train_sec, 3), "forward_sec": round(res.forward_sec, 3),
+                           "backward_sec": round(res.backward_sec, 3), "optimizer_sec": round(res.optimizer_sec, 3),
+                           "trained_samples": res.trained_samples,
                            "trained_tokens": res.trained_tokens,
                            "samples_per_sec": round(res.trained_samples / res.train_sec, 3) if res.train_sec else None,
                            "tokens_per_sec": round(res.trained_tokens / res.train_sec, 1) if res.train_sec else None,

@@ -28,7 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rsi.models.server.completions import completions_route
-from rsi.models.server.decode import GenRequest, GenResult
+from rsi.models.server.decode import GenRequest, GenResult, timing_headers
 from rsi.models.server.engine import Engine, EngineError
 from rsi.models.server.http_jobs import (
     JobStream,
@@ -204,7 +204,7 @@ def create_app(engine: Engine) -> FastAPI:
             completion_body(reqs[0], results, f"chatcmpl-{uuid.uuid4().hex}", int(time.time()),
                             body.return_token_ids),
             # Time the request waited for the engine: the harness does not charge it to the agent.
-            headers={"X-Queue-Seconds": f"{max(r.queue_sec for r in results):.3f}"},
+            headers=timing_headers(results),
         )
 
     app.post("/v1/completions", response_model=None)(completions_route(engine))

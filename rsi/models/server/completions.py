@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from starlette.concurrency import run_in_threadpool
 
-from rsi.models.server.decode import GenRequest, GenResult, TokenLogprob
+from rsi.models.server.decode import GenRequest, GenResult, TokenLogprob, timing_headers
 from rsi.models.server.fields import check_extra
 from rsi.models.server.grammar import Node
 from rsi.models.server.http_jobs import JobStream, Submits, error_body, job_error, submit_all, usage_body, wait_all
@@ -201,7 +201,7 @@ def completions_route(engine: Submits) -> Callable[[CompletionRequest, Request],
             "id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
             "model": body.model, "choices": [_choice(i, r, body) for i, r in enumerate(results)],
             "usage": _usage(body, results),
-        }, headers={"X-Queue-Seconds": f"{max(r.queue_sec for r in results):.3f}"})
+        }, headers=timing_headers(results))
 
     return completions
 

@@ -77,6 +77,10 @@ class GenResult:
     completion_tokens: int
     cached_tokens: int = 0  # prompt tokens whose KV came from the prefix cache
     queue_sec: float = 0.0  # waited in the queue before its prefill started
+    prefill_sec: float = 0.0  # its prompt's prefill (from the cached prefix on)
+    # from the end of its prefill to its last token: decode steps shared with the batch, and other rows' prefills
+    # admitted in between (or, for a choice, the labels' scoring)
+    decode_sec: float = 0.0
     # vLLM's `choices[].stop_reason`: the stop string that ended the text (it is not in `text`),
     # else None (end-of-sequence token, max_tokens or a complete tool call).
     stop_reason: str | None = None
@@ -144,6 +148,8 @@ class Row:
         self.lookup: Any = None  # speculate.PromptLookup, made at the row's first speculative step
         self.job: Any = None  # the engine's Job this row answers
         self.queue_sec = 0.0
+        self.prefill_sec = 0.0
+        self.prefilled_at = 0.0  # time.monotonic() at the end of its prefill
         if not request.greedy:
             self.generator = torch.Generator()
             self.generator.manual_seed(request.seed if request.seed is not None else random.getrandbits(62))
@@ -348,4 +354,12 @@ class Batch:
         return out.logits[:, -1, :]
 
 
-__all__ = ["Batch", "GenRequest", "GenResult", "Row", "TokenLogprob", "complete_json_call"]
+def timing_headers(results: list[GenResult]) -> dict[str, str]:
+    """What a response says of its time in the engine (the slowest choice's): queued (the harness does not charge
+    it to the agent), prefilling and decoding (the cycle profile reads them)."""
+    return {"X-Queue-Seconds": f"{max(r.queue_sec for r in results):.3f}",
+            "X-Prefill-Seconds": f"{max(r.prefill_sec for r in results):.4f}",
+            "X-Decode-Seconds": f"{max(r.decode_sec for r in results):.4f}"}
+
+
+__all__ = ["Batch", "GenRequest", "GenResult", "Row", "TokenLogprob", "complete_json_call", "timing_headers"]

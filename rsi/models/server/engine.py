@@ -373,7 +373,8 @@ class Engine:
         full = torch.cat([ids, torch.tensor(list(then), dtype=ids.dtype)]) if then else ids
         vocab = self.vocab() if req.grammar is not None or req.logprobs or req.prompt_logprobs is not None else None
         row = Row(req, ids, self.tokenizer, self._stop_ids, cancel=job.cancelled, on_delta=job.on_delta, vocab=vocab)
-        row.job, row.queue_sec = job, time.monotonic() - job.queued_at
+        t_prefill = time.monotonic()
+        row.job, row.queue_sec = job, t_prefill - job.queued_at
         start, kv = 0, None
         echo = req.prompt_logprobs  # every prompt position's logits are needed: no prefix cache
         if self.prefix_cache.enabled and echo is None:
@@ -404,6 +405,8 @@ class Engine:
             row.prompt_logprobs = [logprob_entry(vocab, t, lp, top) for t, lp, top in scored]
         row.cached_tokens = start
         row.kv_len = int(full.numel())
+        row.prefilled_at = time.monotonic()
+        row.prefill_sec = row.prefilled_at - t_prefill
         layers = cache_layers(cache)
         if then:
             return row, layers, out.logits[0, -(1 + len(then)):, :]
@@ -432,6 +435,7 @@ class Engine:
         return GenResult(
             text=labels[best], tool_calls=[], finish_reason="stop", prompt_tokens=int(row.prompt_ids.numel()),
             completion_tokens=len(label_ids[best]), cached_tokens=row.cached_tokens, queue_sec=row.queue_sec,
+            prefill_sec=row.prefill_sec, decode_sec=time.monotonic() - row.prefilled_at,
             completion_ids=label_ids[best], prompt_ids=[int(x) for x in row.prompt_ids.tolist()],
             choice_scores={lab: round(sc, 6) for lab, sc in zip(labels, scores, strict=True)},
         )
@@ -453,6 +457,8 @@ class Engine:
             completion_tokens=len(row.ids),
             cached_tokens=row.cached_tokens,
             queue_sec=row.queue_sec,
+            prefill_sec=row.prefill_sec,
+            decode_sec=time.monotonic() - row.prefilled_at,
             stop_reason=row.stop_reason,
             completion_ids=list(row.ids),
             prompt_ids=[int(x) for x in row.prompt_ids.tolist()],
