@@ -4,7 +4,10 @@ the per-family curriculum (BACKGROUND §3.2.3, DESIGN §1).
 A generator writes a `TaskDraft`: the Harbor task's parts plus one or more known-wrong solutions
 (plausible but wrong answers the gate runs and which never ship in the task). `render_task` turns
 a draft into the task's files, `task.toml` included, so `(generator, seed, difficulty, template,
-phrasing side)` always gives the same bytes and the same digest. `draft_placement` decides a draft's split
+phrasing side, instance side, cycle)` always gives the same bytes and the same digest. A procedural instance's
+names, data and reference are drawn from a stream keyed by the side it is drawn for and the cycle
+(`instance_seed`), so the same (template, seed, level) gives other instances on the train side, in each holdout
+part and for a suite. `draft_placement` decides a draft's split
 and holdout part from its template and phrasing (`phrasing_side`). Nothing here reads or writes files.
 """
 
@@ -21,11 +24,20 @@ from pydantic import ConfigDict, Field
 from rsi.core.contract import Contract, HoldoutUnit
 from rsi.core.digest import digest_files, digest_obj
 from rsi.core.model import RsiModel
-from rsi.core.task import HoldoutPart, Split, TaskSpec
+from rsi.core.task import HoldoutPart, InstanceSide, Split, TaskSpec
 
 # Which of a template's phrasings a generator request may draw: the train ones, the held-out ones (the last
 # `promotion.holdout_phrasings`), or any.
 PhrasingSide = Literal["train", "holdout", "any"]
+
+
+def instance_seed(generator: str, template: str, side: InstanceSide, cycle: int, seed: int, level: int) -> int:
+    """The seed of the random stream an instance's parameters are drawn from: a stable hash (sha256, the same on
+    every run and platform) of everything that asks for it. The side and the cycle are in the key, so a train
+    task and a held-out one of one (template, seed, level) share nothing but the template, and a later cycle's
+    holdout is not an earlier cycle's train task under another seed offset."""
+    key = json.dumps([generator, template, side, cycle, seed, level])
+    return int(sha256(key.encode()).hexdigest()[:16], 16)
 
 # generated -> checked (the oracle passed every run) -> valid (nop and known-wrong fail) -> admitted;
 # or rejected / dropped on the way.
@@ -62,6 +74,9 @@ class TaskDraft(RsiModel):
     template: str | None = None  # `<family>/<template>`: the unit of evaluation (None: the task is its own)
     difficulty: int = Field(ge=0, le=10)
     seed: int | None = None
+    # the stream the instance was drawn from (`instance_seed`): the side the request drew for and the cycle
+    side: InstanceSide | None = None
+    cycle: int | None = Field(default=None, ge=0)
     parent_task: str | None = None
     # which wording of the template's instruction (0-based) of how many it has (None: not a template's)
     phrasing: int | None = Field(default=None, ge=0)
@@ -91,6 +106,8 @@ class TaskDraft(RsiModel):
                 asked.append(self.template)
             if self.phrasing is not None:  # one seed drawn on the train and on the held-out side: two tasks
                 asked.append(self.phrasing)
+            if self.side is not None:  # one seed drawn for two sides or cycles: two instances, two names
+                asked += [self.side, self.cycle or 0]
             return digest_obj(asked)[:8]
         return digest_obj(self.model_dump(mode="json"))[:8]
 
@@ -132,6 +149,8 @@ def render_task_toml(d: TaskDraft, *, name: str, split: Split, discovered_by: st
     ]
     if d.seed is not None:
         lines.append(f"seed = {d.seed}")
+    if d.side is not None:
+        lines += [f"instance_side = {_toml_str(d.side)}", f"instance_cycle = {d.cycle or 0}"]
     if d.parent_task is not None:
         lines.append(f"parent_task = {_toml_str(d.parent_task)}")
     if discovered_by is not None:

@@ -29,6 +29,9 @@ def _resolve(mode: str | None) -> Network | None:
     return _ALIASES.get(mode, mode)  # type: ignore[arg-type, return-value]
 Split = Literal["train", "holdout"]
 HoldoutPart = Literal["in_skill", "unseen"]
+# The side a generated instance was drawn for: its names, data and reference come from a random stream keyed by
+# it (and the cycle), so one (template, seed, level) gives other instances for train, each holdout part and a suite.
+InstanceSide = Literal["train", "in_skill", "unseen", "suite"]
 
 
 class _Loose(RsiModel):
@@ -55,6 +58,10 @@ class RsiMetadata(RsiModel):
     ops: list[str] | None = None
     generator: str | None = None
     seed: int | None = None
+    # the stream a generated instance was drawn from: the side the request drew for and the cycle (with generator,
+    # seed and difficulty they reproduce the task byte for byte); None on tasks written before streams existed
+    instance_side: InstanceSide | None = None
+    instance_cycle: int | None = Field(default=None, ge=0)
     parent_task: str | None = None
     discovered_by: str | None = None
     origin: str | None = None  # where `rsi tasks import` took it from (tb1:/path, harbor:/path)

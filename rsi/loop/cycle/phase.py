@@ -119,7 +119,10 @@ class _Cycle:
                  gen: str, split: dict[str, float]) -> None:
         self.ctx, self.req, self.hooks, self.job_id, self.gen, self.split = ctx, req, hooks, job_id, gen, split
         self.results: dict[str, Any] = {}
-        self.seed = int(ctx.store.get_job(job_id).params.get("seed") or 0)  # fixed when the cycle was opened
+        params = ctx.store.get_job(job_id).params
+        self.seed = int(params.get("seed") or 0)  # fixed when the cycle was opened
+        # the cycle's number in the workspace: with the side it keys the stream discover draws instances from
+        self.number = int(params.get("cycle") or 0)
 
     # -- the record ----------------------------------------------------------------------------
     def phases(self) -> dict[str, dict[str, Any]]:
@@ -186,7 +189,8 @@ class _Cycle:
                 self.record("discover", reserve=reserve)
             dreq = DiscoverRequest(resume=resume, concurrency=r.concurrency, budget=budget - reserve) if resume \
                 else DiscoverRequest(n=r.n, generators=list(r.generators), generation=self.gen, attempts=r.attempts,
-                                     budget=budget - reserve, seed=self.seed, concurrency=r.concurrency,
+                                     budget=budget - reserve, seed=self.seed, cycle=self.number,
+                                     concurrency=r.concurrency,
                                      probe_agent=r.probe_agent, levels=list(r.levels),
                                      probe_per_template=r.probe_per_template,
                                      train_templates=r.train_templates)
@@ -226,7 +230,8 @@ class _Cycle:
         hreq = DiscoverRequest(resume=hjob, concurrency=r.concurrency, budget=left) if hjob else \
             DiscoverRequest(n=deficit, holdout_only=True, part=part, generators=list(r.generators),
                             generation=self.gen, attempts=r.attempts, budget=left,
-                            seed=self.seed + (7919 if part == "unseen" else 15887), concurrency=r.concurrency,
+                            seed=self.seed + (7919 if part == "unseen" else 15887), cycle=self.number,
+                            concurrency=r.concurrency,
                             probe_agent=r.probe_agent, levels=list(r.levels))
         out = self._run_discover(hreq, key=f"results_{tag}")
         admitted = [c for c in out.candidates if c.state == "admitted"]
@@ -431,13 +436,15 @@ def _open_job(ctx: WorkspaceContext, req: CycleRequest) -> tuple[str, str, dict[
     # discover's seed: a second cycle with the first one's seed would draw the same candidates (all refused as
     # taken), so by default each cycle takes a seed above every earlier discover or cycle seed
     seed = req.seed if req.seed is not None else next_seed(store)
+    number = len(store.jobs_of(kind="cycle")) + 1  # this workspace's cycles so far, this one included
     job_id = new_job_id().replace("job-", "cyc-")
     store.acquire_driver()
     try:
         store.create_job(job_id, agent="harness", generation=gen, harness_config_digest=None, attempts=1,
                          concurrency=req.concurrency, task_paths=[], tasks_fingerprint="", trials=[],
                          kind="cycle", phase="cycle",
-                         params={"budget": req.budget, "split": split, "phases": {}, "generation": gen, "seed": seed})
+                         params={"budget": req.budget, "split": split, "phases": {}, "generation": gen, "seed": seed,
+                                 "cycle": number})
         store.claim_job(job_id)
     finally:
         store.release_driver()

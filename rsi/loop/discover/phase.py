@@ -83,6 +83,9 @@ class DiscoverRequest:
     difficulty: int | None = None  # default: the family's curriculum level
     levels: list[int] = field(default_factory=list)  # several levels, taken in turn (instead of difficulty)
     seed: int | None = None  # default: above every earlier discover / cycle seed here (next_seed)
+    # the cycle the job draws for (`rsi cycle` passes its number; a plain discover is cycle 0): with the side, it
+    # keys the stream each instance is drawn from (rsi.core.discover.instance_seed)
+    cycle: int = 0
     concurrency: int = 2
     # Who attempts valid candidates: the generation's harness (a scripted agent in unit tests).
     probe_agent: str = "harness"
@@ -109,7 +112,7 @@ MAX_KNOWN_WRONG = 3  # the budget check assumes this many known-wrong answers of
 
 # The settings a discover job is planned with; a resume may not change them (only --budget, -n).
 SETTINGS = ("n", "generators", "families", "generation", "band", "attempts", "holdout_only", "part", "difficulty",
-            "levels", "seed", "probe_agent", "probe_per_template", "train_templates")
+            "levels", "seed", "cycle", "probe_agent", "probe_per_template", "train_templates")
 
 
 def _settings(req: DiscoverRequest) -> dict[str, Any]:
@@ -117,8 +120,8 @@ def _settings(req: DiscoverRequest) -> dict[str, Any]:
     asked = {"n": req.n, "generators": req.generators, "families": req.families, "generation": req.generation,
              "band": list(req.band) if req.band else None, "attempts": req.attempts,
              "holdout_only": req.holdout_only, "part": req.part, "difficulty": req.difficulty, "levels": req.levels,
-             "seed": req.seed, "probe_agent": req.probe_agent, "probe_per_template": req.probe_per_template,
-             "train_templates": req.train_templates}
+             "seed": req.seed, "cycle": req.cycle, "probe_agent": req.probe_agent,
+             "probe_per_template": req.probe_per_template, "train_templates": req.train_templates}
     defaults = DiscoverRequest()
     return {k: v for k, v in asked.items() if v not in (None, [], False) and v != getattr(defaults, k, None)}
 

@@ -7,6 +7,10 @@ holdout-only job under a template (or family) split asks the procedural generato
 not yet in that part of the holdout first, so `rsi discover --holdout-only --n K` adds K templates where it can
 (the paired test counts templates, not tasks): for the `unseen` part (the default) the holdout templates in any
 phrasing; for the `in_skill` part the *train* templates in their held-out phrasings only.
+
+Every request names the side its instance is drawn for (`GenRequest.side`: `train`, or the holdout part a
+holdout-only job tops up) and the job's cycle: the instance's names, data and reference come from a stream keyed
+by both, so a train seed of one job that equals a holdout seed of another still draws another instance.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Protocol
 
 from rsi.core.contract import HoldoutUnit
 from rsi.core.discover import PhrasingSide, unit_split
-from rsi.core.task import HoldoutPart
+from rsi.core.task import HoldoutPart, InstanceSide
 from rsi.loop.discover.generators import GENERATORS, GenRequest
 from rsi.loop.discover.generators.procedural import ProceduralFamily
 
@@ -31,6 +35,13 @@ class Asked(Protocol):
     difficulty: int | None
     levels: list[int]
     seed: int | None
+    cycle: int
+
+
+def side_of(req: Asked) -> InstanceSide:
+    """The side a request's instances are drawn for: the holdout part a holdout-only job tops up, else train (a
+    plain draft that lands on a held-out template records `train`: the stream it was drawn from)."""
+    return req.part if req.holdout_only else "train"
 
 
 def seed_of(req: Asked, i: int) -> int:
@@ -56,7 +67,8 @@ def plain_requests(req: Asked, gens: list[str], levels: dict[str, int], max_leve
         else:
             level = req.difficulty or levels.get(fam or "", 1)
         out.append((gname, GenRequest(seed=seed_of(req, i), difficulty=min(level, g.max_level, max_level),
-                                      family=fam, phrasing_side="train", holdout_phrasings=holdout_phrasings)))
+                                      family=fam, phrasing_side="train", holdout_phrasings=holdout_phrasings,
+                                      side=side_of(req), cycle=req.cycle)))
     return out
 
 
@@ -103,7 +115,8 @@ def holdout_requests(req: Asked, gens: list[str], levels: dict[str, int], max_le
         fam = tid.split("/", 1)[0]
         side: PhrasingSide = "holdout" if req.part == "in_skill" else "any"
         out.append((gname, GenRequest(seed=seed_of(req, i), difficulty=lv, family=fam, template=tid,
-                                      phrasing_side=side, holdout_phrasings=holdout_phrasings)))
+                                      phrasing_side=side, holdout_phrasings=holdout_phrasings, side=req.part,
+                                      cycle=req.cycle)))
     return out
 
 
@@ -121,7 +134,8 @@ def train_template_requests(req: Asked, gens: list[str], levels: dict[str, int],
     for i in range(req.n):
         gname, lv, tid = options[i % len(options)]
         out.append((gname, GenRequest(seed=seed_of(req, i), difficulty=lv, family=tid.split("/", 1)[0], template=tid,
-                                      phrasing_side="train", holdout_phrasings=holdout_phrasings)))
+                                      phrasing_side="train", holdout_phrasings=holdout_phrasings, side="train",
+                                      cycle=req.cycle)))
     return out
 
 
@@ -136,4 +150,5 @@ def _interleave(options: list[tuple[str, int, str]]) -> list[tuple[str, int, str
     return out
 
 
-__all__ = ["HOLDOUT_TRIES", "holdout_requests", "holdout_templates", "plain_requests", "train_template_requests"]
+__all__ = ["HOLDOUT_TRIES", "holdout_requests", "holdout_templates", "plain_requests", "side_of",
+           "train_template_requests"]

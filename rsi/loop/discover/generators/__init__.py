@@ -3,9 +3,11 @@ known ones).
 
 A generator turns a `GenRequest` (seed, difficulty, family, the pool, a proposer endpoint) into a
 `TaskDraft` (rsi.core.discover): a Harbor task plus known-wrong solutions. Procedural generators are
-pure functions of (seed, difficulty, template, phrasing side): the seed draws one of the level's templates
-(or the request names one, `template`) and one of its phrasings on the requested side, so a draft
-reproduces byte for byte; `mutate` moves a pool
+pure functions of (seed, difficulty, template, phrasing side, instance side, cycle): the seed draws one of the
+level's templates (or the request names one, `template`), the instance's names and data come from a stream keyed
+by (template, side, cycle, seed, level) (rsi.core.discover.instance_seed: a train task and a held-out one never
+share them), and one of its phrasings is drawn on the requested phrasing side, so a draft reproduces byte for
+byte; `mutate` moves a pool
 task's difficulty knob; `model` asks an LLM to write a task. A generator that cannot produce a task
 raises `GeneratorError` (the candidate is recorded as rejected, the run goes on).
 """
@@ -18,6 +20,7 @@ from typing import Protocol
 from rsi.core.discover import PhrasingSide, TaskDraft
 from rsi.core.errors import RsiError
 from rsi.core.registry import Registry
+from rsi.core.task import InstanceSide
 
 
 class GeneratorError(RsiError):
@@ -69,6 +72,10 @@ class GenRequest:
     # (the last `holdout_phrasings`) for the in-skill holdout, `any` for a template never trained on
     phrasing_side: PhrasingSide = "any"
     holdout_phrasings: int = 1
+    # which side the instance is drawn for (`train`, a holdout part, `suite`) and in which cycle: both key the
+    # stream its names, data and reference come from, so the sides never share an instance
+    side: InstanceSide = "train"
+    cycle: int = 0
 
 
 class Generator(Protocol):

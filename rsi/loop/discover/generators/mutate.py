@@ -3,6 +3,7 @@
 It picks a pool task made by a procedural generator (the request's seed chooses which), keeps that
 task's seed and generator and asks for the next level up; down instead when the task's last probe
 saw the current generation solve none of it (the family is out of reach there) or it is at the top.
+The variant is drawn for the request's side and cycle (not the parent's): it is a new instance.
 The variant names the pool task as its `parent_task`.
 """
 
@@ -35,7 +36,7 @@ class MutateGenerator:
             raise GeneratorError(f"mutate: {parent.name} is at difficulty {parent.difficulty}; "
                                  f"{family.name} has no level {level}")
         draft = family.generate(GenRequest(seed=parent.seed or 0, difficulty=level, phrasing_side=req.phrasing_side,
-                                           holdout_phrasings=req.holdout_phrasings))
+                                           holdout_phrasings=req.holdout_phrasings, side=req.side, cycle=req.cycle))
         return draft.model_copy(update={"parent_task": parent.name, "tags": [*draft.tags, "mutated"]})
 
 

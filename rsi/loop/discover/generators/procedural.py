@@ -4,7 +4,8 @@ difficulty)` reproduces a task byte for byte.
 A family holds *templates*, each at one level: a distinct operation with its own output shape (files:
 create, append, copy, delete, chmod, ...; text: count lines, head, sort, dedupe, ...). Levels 1 and 2
 offer several templates each, levels 3 and 4 one; the seed draws the template, then the template draws
-its names, data and one of its phrasings of the instruction (4+ at levels 1 and 2) on the side the request
+its names, data (from a stream keyed by the side it is drawn for and the cycle, `instance_rng`) and one of its
+phrasings of the instruction (4+ at levels 1 and 2) on the side the request
 asks for (`GenRequest.phrasing_side`: the last `holdout_phrasings` are the in-skill holdout's only). A task
 records its template id (`<family>/<template>`): the unit of evaluation, so the holdout split can keep whole
 templates apart.
@@ -23,7 +24,7 @@ import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from rsi.core.discover import PhrasingSide, TaskDraft, phrasings_on
+from rsi.core.discover import PhrasingSide, TaskDraft, instance_seed, phrasings_on
 from rsi.loop.discover.generators import GENERATORS, GeneratorError, GenRequest
 
 WORDS = (
@@ -202,18 +203,27 @@ class ProceduralFamily:
         else:
             # A string seed is hashed with sha512 by `random`: the same on every run and platform.
             tpl = random.Random(f"{self.name}:{req.seed}:{req.difficulty}").choice(levels[req.difficulty])
-        # The instance depends on (template, seed, level) only, however the template was chosen.
-        # The phrasing is drawn among those on the requested side only.
-        rng = TemplateRng(f"{self.name}:{tpl.id}:{req.seed}:{req.difficulty}")
-        rng.side, rng.holdout_phrasings = req.phrasing_side, req.holdout_phrasings
+        # The instance depends on (template, side, cycle, seed, level), however the template was chosen.
+        # The phrasing is drawn among those on the requested phrasing side only.
+        rng = instance_rng(self.name, tpl.id, req)
         lv = _name_answer(tpl.fn(rng), rng)
         return TaskDraft(
             generator=self.name, family=self.family, template=f"{self.family}/{tpl.id}", difficulty=req.difficulty,
-            seed=req.seed, phrasing=lv.phrasing[0], phrasings=lv.phrasing[1], instruction=lv.instruction,
+            seed=req.seed, side=req.side, cycle=req.cycle, phrasing=lv.phrasing[0], phrasings=lv.phrasing[1],
+            instruction=lv.instruction,
             dockerfile=dockerfile(lv.env_files), env_files=lv.env_files,
             test_sh=verifier(lv.test_checks, lv.what), solve_sh=script(lv.solve),
             known_wrong=[script(w) for w in lv.wrong], reads=lv.reads, tags=[self.family, f"level-{req.difficulty}"],
         )
+
+
+def instance_rng(generator: str, template: str, req: GenRequest) -> TemplateRng:
+    """The RNG a template draws an instance from: seeded by (generator, template, side, cycle, seed, level)
+    (rsi.core.discover.instance_seed), told the request's phrasing side. The same (template, seed, level) drawn
+    for train and for a holdout part gives other names, data and reference."""
+    rng = TemplateRng(instance_seed(generator, template, req.side, req.cycle, req.seed, req.difficulty))
+    rng.side, rng.holdout_phrasings = req.phrasing_side, req.holdout_phrasings
+    return rng
 
 
 ANSWER = "/app/answer.txt"
