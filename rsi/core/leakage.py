@@ -8,17 +8,24 @@ templates' reference commands), and this module says which samples leak and why:
 - `unseen_template`: its template is an unseen-template holdout template (never trained on at all);
 - `holdout_phrasing`: its task is worded in a phrasing the in-skill holdout keeps (a phrasing is on one side only);
 - `reference_overlap`: its actions hold most of an unseen-template reference's command n-grams (the reference
-  reached training by another road: a hint, a replay, a demonstration).
+  reached training by another road: a hint, a replay, a demonstration);
+- `same_instance`: its task equals a holdout or suite task in environment and reference (`instance_digest` of the
+  environment's files and solution/solve.sh): another name and wording of a sealed task is the sealed task.
 
-The overlap is also reported as a figure (the highest share over all samples), refused or not.
+The overlap is also reported as a figure (the highest share over all samples), refused or not; and for every
+in-skill holdout task the nearest reference among the train tasks that feed the dataset (`nearest_references`:
+how close the training data came to the question the superiority gate asks).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from hashlib import sha256
+
+from rsi.core.digest import digest_obj
 
 NGRAM = 4
 # A reference of fewer n-grams (under six words) is too generic to say where a sample's command came from
@@ -36,6 +43,8 @@ class SampleFacts:
     phrasing: int | None
     phrasings: int | None
     actions: tuple[str, ...] = ()
+    task_name: str | None = None
+    instance: str | None = None  # instance_digest of its task (environment + reference)
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,8 @@ class SealedFacts:
     holdout_phrasing_count: int = 0  # the last N phrasings of every template are held out (the contract's)
     unseen_references: dict[str, tuple[str, ...]] = field(default_factory=dict)  # task name -> reference commands
     max_overlap: float = 0.5
+    # instance_digest -> "holdout task NAME" / "suite task NAME": what no train task may equal
+    sealed_instances: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,7 @@ class LeakReport:
     samples: int
     references: int
     short_references: int = 0  # unseen references too short to attribute a sample's command to (not used)
+    nearest: list[Nearest] = field(default_factory=list)  # per in-skill holdout task (update fills it in)
 
     @property
     def ok(self) -> bool:
@@ -80,7 +92,59 @@ class LeakReport:
         return {"ok": self.ok, "samples": self.samples, "unseen_references": self.references,
                 "short_references": self.short_references,
                 "max_reference_overlap": round(self.max_overlap, 4), "max_overlap_with": self.max_overlap_with,
-                "leaks": by_rule, "examples": [str(x) for x in self.leaks[:5]]}
+                "leaks": by_rule, "examples": [str(x) for x in self.leaks[:5]],
+                **nearest_summary(self.nearest)}
+
+
+@dataclass(frozen=True)
+class Nearest:
+    """The train reference most similar to a sealed task's (0..1, rapidfuzz's ratio on the reference commands)."""
+
+    task: str  # the sealed (in-skill holdout) task
+    train_task: str | None  # None: no train reference to compare with
+    similarity: float
+
+    def as_json(self) -> dict[str, object]:
+        return {"task": self.task, "train_task": self.train_task, "similarity": round(self.similarity, 4)}
+
+
+def instance_digest(env_digest: str, solve_sh: bytes) -> str:
+    """What a task *is*, its name, wording and verifier aside: the digest of its environment's files (the
+    loader's `env_digest`) and its reference solution's bytes."""
+    return digest_obj(["instance", env_digest, sha256(solve_sh).hexdigest()])
+
+
+def reference_text(actions: Iterable[str]) -> str:
+    """A reference's commands as one text to compare (whitespace runs folded)."""
+    return "\n".join(" ".join(a.split()) for a in actions if a.strip())
+
+
+def nearest_references(sealed: Mapping[str, str], train: Mapping[str, str]) -> list[Nearest]:
+    """For each sealed task (name -> reference text), the train task (name -> reference text) whose reference
+    is most similar (rapidfuzz's normalised Levenshtein ratio, 0..1), sealed tasks in name order; ties go to the
+    first train name in order."""
+    from rapidfuzz import fuzz  # here: only update compares references, and every command imports this module
+
+    names = sorted(train)
+    out = []
+    for task in sorted(sealed):
+        best: tuple[str | None, float] = (None, 0.0)
+        for other in names:
+            score = fuzz.ratio(sealed[task], train[other]) / 100.0
+            if best[0] is None or score > best[1]:
+                best = (other, score)
+        out.append(Nearest(task=task, train_task=best[0], similarity=best[1]))
+    return out
+
+
+def nearest_summary(nearest: list[Nearest]) -> dict[str, object]:
+    """The report's part: every in-skill task's nearest train reference, and the highest similarity."""
+    if not nearest:
+        return {}
+    top = max(nearest, key=lambda n: n.similarity)
+    return {"in_skill_nearest_train_reference": [n.as_json() for n in nearest],
+            "in_skill_max_similarity": round(top.similarity, 4),
+            "in_skill_max_similarity_with": f"{top.task} ~ {top.train_task}" if top.train_task else None}
 
 
 def command_ngrams(actions: Iterable[str], n: int = NGRAM) -> set[tuple[str, ...]]:
@@ -135,6 +199,11 @@ def find_leaks(samples: list[SampleFacts], sealed: SealedFacts) -> LeakReport:
                 or held_out_phrasing(s.phrasing, s.phrasings, sealed.holdout_phrasing_count)):
             leaks.append(Leak(s.sample_id, "holdout_phrasing", f"phrasing {s.phrasing} of {s.template} is the "
                                                                "in-skill holdout's"))
+        sealed_as = sealed.sealed_instances.get(s.instance or "") if s.instance else None
+        if sealed_as is not None:
+            leaks.append(Leak(s.sample_id, "same_instance", f"train task {s.task_name or s.task_digest} equals "
+                                                            f"{sealed_as} in environment and reference (instance "
+                                                            f"{(s.instance or '')[:12]})"))
         grams = command_ngrams(s.actions)
         for name, ref in refs.items():
             share = overlap(grams, ref)
@@ -147,5 +216,6 @@ def find_leaks(samples: list[SampleFacts], sealed: SealedFacts) -> LeakReport:
                       references=len(refs), short_references=len(grams_of) - len(refs))
 
 
-__all__ = ["MIN_REFERENCE_NGRAMS", "NGRAM", "Leak", "LeakReport", "SampleFacts", "SealedFacts", "command_ngrams",
-           "find_leaks", "held_out_phrasing", "overlap"]
+__all__ = ["MIN_REFERENCE_NGRAMS", "NGRAM", "Leak", "LeakReport", "Nearest", "SampleFacts", "SealedFacts",
+           "command_ngrams", "find_leaks", "held_out_phrasing", "instance_digest", "nearest_references",
+           "nearest_summary", "overlap", "reference_text"]

@@ -208,17 +208,22 @@ def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
                  never_validation=in_skill_templates)
     accepted, validation = set(sel.accepted), set(sel.validation)
     kept = [loaded[t] for t in sel.dataset_ids()]
-    leakage = check_leakage(ctx, kept, cfg)  # refused (exit 2, samples named) before anything is written
-    req.log(f"leakage check: {leakage.samples} samples, no sealed task, unseen template or held-out phrasing; "
-            f"highest overlap with an unseen-template reference {leakage.max_overlap:.0%}"
-            + (f" ({leakage.max_overlap_with})" if leakage.max_overlap_with else ""))
+    replay = gather_replay(ctx, gen, cfg, cfg_digest, max_turns, templates, sel)
+    # refused (exit 2, samples named) before anything is written; replayed samples are checked too
+    leakage = check_leakage(ctx, kept, cfg, replay.lines)
+    req.log(f"leakage check: {leakage.samples} samples, no sealed task, unseen template, held-out phrasing or "
+            f"task equal to a sealed one; highest overlap with an unseen-template reference "
+            f"{leakage.max_overlap:.0%}" + (f" ({leakage.max_overlap_with})" if leakage.max_overlap_with else ""))
+    if leakage.nearest:
+        top = max(leakage.nearest, key=lambda n: n.similarity)
+        req.log(f"nearest train reference to each of {len(leakage.nearest)} in-skill holdout task(s): highest "
+                f"similarity {top.similarity:.0%} ({top.task} ~ {top.train_task})")
     lines = [
         dataset_line(loaded[t], accepted=t in accepted or t in validation, group_id=sel.group_of[t],
                      sample_index=sel.sample_index[t], advantage=sel.advantages[t], serving_digest=cfg_digest,
                      validation=t in validation)
         for t in sel.dataset_ids()
     ]
-    replay = gather_replay(ctx, gen, cfg, cfg_digest, max_turns, templates, sel)
     lines += replay.lines
     run_id = f"upd-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
     out_dir = req.out or (ctx.ws.state_dir / "updates" / run_id)
@@ -314,6 +319,7 @@ def _register_candidate(ctx: WorkspaceContext, req: UpdateRequest, gen: Generati
                 "hyperparameters": settings.model_dump(mode="json"), "dataset": outcome.dataset["counts"],
                 "replay": {k: v for k, v in outcome.replay.items() if k != "trials"},
                 "validation_slice": outcome.selection.get("validation"),
+                **_nearest(outcome.selection.get("leakage") or {}),
                 **{k: v for k, v in outcome.training.items() if k not in ("loss_curve", "kl_curve")}}
     expand_jobs = [j.id for j in store.jobs_of(kind="expand", generation=gen.id)
                    if not req.from_jobs or j.id in req.from_jobs]
@@ -342,6 +348,12 @@ def _register_candidate(ctx: WorkspaceContext, req: UpdateRequest, gen: Generati
                               adapter_sha256=adapter.sha256, serve_name=serve_name,
                               metrics={"training": outcome.training, "adapter_bytes": adapter.bytes,
                                        "loaded": outcome.loaded, "selection": outcome.selection})
+
+
+def _nearest(leakage: dict[str, Any]) -> dict[str, Any]:
+    """The manifest's part of the leakage report: every in-skill holdout task's nearest train reference."""
+    keys = ("in_skill_max_similarity", "in_skill_max_similarity_with", "in_skill_nearest_train_reference")
+    return {"leakage": {k: leakage[k] for k in keys}} if "in_skill_nearest_train_reference" in leakage else {}
 
 
 def _metrics(outcome: UpdateOutcome, adapter: AdapterInfo) -> dict[str, float]:
