@@ -21,6 +21,7 @@ import random
 from collections.abc import Callable
 from functools import partial
 from itertools import permutations
+from typing import Any
 
 from rsi.core.discover import PhrasingSide, TaskDraft, unit_split
 from rsi.loop.discover.generators import GeneratorError, GenRequest
@@ -33,6 +34,7 @@ from rsi.loop.discover.generators.compose_ops import (
     Op,
     StepIn,
     Value,
+    pair_of,
     source,
 )
 from rsi.loop.discover.generators.procedural import (
@@ -55,7 +57,7 @@ FRAMES: dict[int, tuple[str, ...]] = {
         "First, {c1}. Then {c2}.",
         "{C1}, and after that {c2}.",
         "There is a small job to do in /app. {C1}. Once that is done, {c2}.",
-        "Could you {c1}? When you have it, {c2} as well.",
+        "Could you {c1}? Once that is in place, {c2}.",
     ),
     3: (
         "First, {c1}. Next, {c2}. Finally, {c3}.",
@@ -161,16 +163,17 @@ def train_compositions(fraction: float = DEFAULT_FRACTION, level: int | None = N
 
 
 def draw_held_out(seed: int, fraction: float = DEFAULT_FRACTION, level: int | None = None,
-                  phrasing_side: PhrasingSide = "any", holdout_phrasings: int = 1) -> TaskDraft:
+                  phrasing_side: PhrasingSide = "any", holdout_phrasings: int = 1, **request: Any) -> TaskDraft:
     """A held-out composition's task for `seed`: the seed draws the composition among the held-out ones (of
-    `level`, else of both), then its instance, as `generate` would for that template."""
+    `level`, else of both), then its instance, as `generate` would for that template. `request` passes further
+    `GenRequest` fields (the side and cycle the instance stream is keyed by)."""
     options = held_out_compositions(fraction, level)
     if not options:
         raise GeneratorError(f"no held-out composition at fraction {fraction:g} (level {level})")
     tid = random.Random(f"{FAMILY}-held-out:{seed}:{level}").choice(options)
     lv = len(tid.split("+")) + 1
-    return ComposeGenerator().generate(GenRequest(seed=seed, difficulty=lv, template=tid,
-                                                  phrasing_side=phrasing_side, holdout_phrasings=holdout_phrasings))
+    return ComposeGenerator().generate(GenRequest(seed=seed, difficulty=lv, template=tid, phrasing_side=phrasing_side,
+                                                  holdout_phrasings=holdout_phrasings, **request))
 
 
 def _fresh(rng: random.Random) -> Callable[[], str]:
@@ -205,7 +208,7 @@ def compose(names: tuple[str, ...], rng: random.Random) -> Level:
     expect: dict[str, Value] = {}  # path -> what it holds at the end (env files first: they must stay)
     declared: dict[str, str] = {}  # path checked -> path declared in reads
     if value.kind == "pair":
-        pa, pb, a, b = value.data  # type: ignore[misc]
+        pa, pb, a, b = pair_of(value)
         expect[pa], expect[pb] = Value("lines", "\n".join(a) + "\n"), Value("lines", "\n".join(b) + "\n")
     elif value.kind != "dir":
         expect[origin] = value
@@ -225,12 +228,14 @@ def compose(names: tuple[str, ...], rng: random.Random) -> Level:
     fields = {f"c{i + 1}": c for i, c in enumerate(clauses)}
     instruction, ph = say(rng, FRAMES[len(steps)], C1=clauses[0][0].upper() + clauses[0][1:], **fields)
     checks = "\n".join(_check(p, v) for p, v in expect.items())
-    # careless: every step, one of them (seeded) done the template's careless way; a copy made careless (a move)
-    # is not wrong where a later step removes the original anyway
-    careless_at = [i for i, op in enumerate(ops) if not (op.name == "copy" and "delete" in names)]
-    c = careless_at[rng.randrange(len(careless_at))]
+    # careless: every step, one of them (seeded) done the template's careless way, among the steps where that
+    # changes the outcome (a sort of one line does not; a copy made a move does not where the original is removed)
+    careless_at = [i for i, (op, s) in enumerate(zip(ops, steps, strict=True))
+                   if s.careless_differs and not (op.name == "copy" and "delete" in names)]
     wrong = [_script([s.shell for s in steps[:k]]) for k in range(1, len(steps))]
-    wrong.append(_script([s.careless if i == c else s.shell for i, s in enumerate(steps)]))
+    if careless_at:
+        c = careless_at[rng.randrange(len(careless_at))]
+        wrong.append(_script([s.careless if i == c else s.shell for i, s in enumerate(steps)]))
     reads = list(dict.fromkeys(declared.get(p, p) for p in expect))
     return Level(instruction=instruction, env_files=env, test_checks=checks, solve=_script([s.shell for s in steps]),
                  wrong=wrong, reads=reads, what=f"{combination_id(names)}: every step's effect", phrasing=ph)

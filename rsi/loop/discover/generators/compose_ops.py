@@ -15,6 +15,7 @@ import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, cast
 
 from rsi.loop.discover.generators.procedural import USERS, WORDS, pick, q, word_lines
 
@@ -41,6 +42,24 @@ class Value:
         return self.text.splitlines()
 
 
+# what `Value.data` holds, by kind
+Pair = tuple[str, str, list[str], list[str]]  # pair: the two paths and their lines
+CsvData = tuple[list[str], list[tuple[str, int, int]]]  # csv: the header and the rows
+JsonList = tuple[str, int, list[dict[str, Any]]]  # json_list: the numeric key, the threshold, the items
+
+
+def pair_of(v: Value) -> Pair:
+    return cast(Pair, v.data)
+
+
+def csv_of(v: Value) -> CsvData:
+    return cast(CsvData, v.data)
+
+
+def json_list_of(v: Value) -> JsonList:
+    return cast(JsonList, v.data)
+
+
 @dataclass(frozen=True)
 class StepIn:
     """What a step is given: the seeded RNG, the input file's value and path, the path its output should take,
@@ -62,6 +81,7 @@ class Step:
     out: str
     clauses: tuple[str, ...]  # natural wordings of the step (imperative, lower case, paths in backticks)
     reads: str | None = None  # the path to declare instead of `out` (a new directory's top)
+    careless_differs: bool = True  # False where the careless answer happens to give the same output here
 
 
 @dataclass(frozen=True)
@@ -167,7 +187,7 @@ def _sort(s: StepIn) -> Step:
                 lines_value("sorted", out), s.out, (
                     f"sort the lines of `{s.src}` alphabetically and save them as `{s.out}`",
                     f"put the lines of `{s.src}` in A-to-Z order in a new file `{s.out}`",
-                    f"write `{s.src}`'s lines to `{s.out}` in dictionary order"))
+                    f"write `{s.src}`'s lines to `{s.out}` in dictionary order"), careless_differs=len(set(out)) > 1)
 
 
 def _cut(which: str) -> Callable[[StepIn], Step]:
@@ -180,9 +200,9 @@ def _cut(which: str) -> Callable[[StepIn], Step]:
         return Step(f"{cmd} -n {n} {s.src} > {s.out}", f"{cmd} -n {n + 1} {s.src} > {s.out}",
                     lines_value(s.value.kind, got), s.out, (
                         f"write {n_lines(n, which)} of `{s.src}` to `{s.out}`",
-                        f"keep just {n_lines(n, which)} of `{s.src}`, in order, in `{s.out}`",
+                        f"keep just {n_lines(n, which)} of `{s.src}`{', in order,' if n > 1 else ''} in `{s.out}`",
                         f"copy the {top} {NUMBER_WORDS.get(n, str(n))} line{'s' if n > 1 else ''} of `{s.src}` "
-                        f"into `{s.out}`"))
+                        f"into `{s.out}`"), careless_differs=n < len(lines))
     return step
 
 
@@ -208,7 +228,8 @@ def _sort_numeric(s: StepIn) -> Step:
                 lines_value("numbers_sorted", [str(n) for n in nums]), s.out, (
                     f"sort the numbers in `{s.src}` from smallest to largest into `{s.out}`",
                     f"write the numbers of `{s.src}` to `{s.out}` in increasing numeric order",
-                    f"order `{s.src}`'s numbers by value, lowest first, and save them as `{s.out}`"))
+                    f"order `{s.src}`'s numbers by value, lowest first, and save them as `{s.out}`"),
+                careless_differs=len(set(nums)) > 1)
 
 
 # -- files -----------------------------------------------------------------------------------------
@@ -247,7 +268,7 @@ def _delete(s: StepIn) -> Step:
 
 
 def _list(s: StepIn) -> Step:
-    names = list(s.value.data)  # type: ignore[call-overload]
+    names = cast(list[str], s.value.data)
     return Step(f"LC_ALL=C ls -1 {s.src} > {s.out}", f"LC_ALL=C ls -1a {s.src} > {s.out}",
                 lines_value("sorted", sorted(names)), s.out, (
                     f"list the files in `{s.src}` into `{s.out}`: bare names, one per line, A to Z",
@@ -256,7 +277,7 @@ def _list(s: StepIn) -> Step:
 
 
 def _concat(s: StepIn) -> Step:
-    pa, pb, a, b = s.value.data  # type: ignore[misc]
+    pa, pb, a, b = pair_of(s.value)
     return Step(f"cat {pa} {pb} > {s.out}", f"cat {pb} {pa} > {s.out}", lines_value("lines", [*a, *b]), s.out, (
         f"join `{pa}` and then `{pb}` into one file `{s.out}`",
         f"write the content of `{pa}` followed by that of `{pb}` to `{s.out}`",
@@ -266,8 +287,8 @@ def _concat(s: StepIn) -> Step:
 # -- data ------------------------------------------------------------------------------------------
 
 
-def _csv_rows(s: StepIn) -> tuple[list[str], list[tuple[str, int, int]]]:
-    return s.value.data  # type: ignore[return-value]
+def _csv_rows(s: StepIn) -> CsvData:
+    return csv_of(s.value)
 
 
 def _csv_sort(s: StepIn) -> Step:
@@ -322,7 +343,7 @@ def _py(expr: str, src: str, out: str) -> str:
 
 
 def _json_filter(s: StepIn) -> Step:
-    key, t, items = s.value.data  # type: ignore[misc]
+    key, t, items = json_list_of(s.value)
     want = [o["name"] for o in items if o[key] > t]
     return Step(_py(f"'\\n'.join(o['name'] for o in d if o['{key}'] > {t})", s.src, s.out),
                 _py(f"'\\n'.join(o['name'] for o in d if o['{key}'] >= {t})", s.src, s.out),
@@ -331,21 +352,21 @@ def _json_filter(s: StepIn) -> Step:
                     f"line, in the list's order",
                     f"pick the entries of `{s.src}` with a {key} greater than {t} and put their names, one a line "
                     f"and in file order, in `{s.out}`",
-                    f"save in `{s.out}` the name of everyone in `{s.src}` scoring a {key} higher than {t}, one "
-                    f"per line, as they are listed"))
+                    f"save in `{s.out}` the name of everyone in `{s.src}` with a {key} higher than {t}, one per "
+                    f"line, as they are listed"))
 
 
 def _json_keys(s: StepIn) -> Step:
-    obj = s.value.data
+    obj = cast(dict[str, int], s.value.data)
     return Step(_py("'\\n'.join(sorted(d))", s.src, s.out), _py("'\\n'.join(d)", s.src, s.out),
-                lines_value("sorted", sorted(obj)), s.out, (  # type: ignore[call-overload]
+                lines_value("sorted", sorted(obj)), s.out, (
                     f"write the keys of the JSON object in `{s.src}` to `{s.out}`, alphabetically, one per line",
                     f"list the field names of `{s.src}` in A-to-Z order, one a line, in `{s.out}`",
                     f"save the sorted top-level keys of `{s.src}` as `{s.out}`, a key on each line"))
 
 
 def _json_len(s: StepIn) -> Step:
-    _, _, items = s.value.data  # type: ignore[misc]
+    _, _, items = json_list_of(s.value)
     return Step(_py("len(d)", s.src, s.out), f"wc -l < {s.src} > {s.out}", Value("scalar", f"{len(items)}\n"),
                 s.out, (
                     f"count the entries of the JSON list in `{s.src}` and write the count to `{s.out}`",
