@@ -248,3 +248,16 @@ def test_the_equal_instance_rule_and_the_nearest_reference_are_pure() -> None:
                               {"t1": "wc -l < /app/a.txt > /app/b.txt", "t2": "sort /app/a.txt > /app/c.txt"})
     assert [(n.task, n.train_task) for n in near] == [("h", "t2")] and 0.8 < near[0].similarity < 1
     assert nearest_references({"h": "x"}, {})[0].train_task is None
+
+
+def test_each_cycle_records_its_number_and_hands_it_to_discover(ctx: WorkspaceContext) -> None:
+    from rsi.loop.cycle.phase import CycleRequest, _Cycle, _open_job
+    from rsi.loop.hooks import CycleHooks
+
+    numbers = []
+    for _ in range(2):
+        job_id, gen, split = _open_job(ctx, CycleRequest(budget=400))
+        run = _Cycle(ctx, CycleRequest(budget=400), CycleHooks(), job_id, gen, split)
+        numbers.append((ctx.store.get_job(job_id).params["cycle"], run.number))
+        ctx.store.finish_job(job_id, "done")
+    assert numbers == [(1, 1), (2, 2)]
