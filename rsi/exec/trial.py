@@ -34,7 +34,13 @@ from rsi.core.trial import RETRYABLE, ErrorType, Timings, TrialResult
 from rsi.exec.evidence import gather, vouch_record
 from rsi.exec.grading import grading_policy
 from rsi.exec.tamper import tamper_findings
-from rsi.exec.trial_record import collect_artifacts, environment_record, save_verifier_output, substitutions
+from rsi.exec.trial_record import (
+    collect_artifacts,
+    environment_record,
+    missing_base_hint,
+    save_verifier_output,
+    substitutions,
+)
 from rsi.exec.verify import (
     VerifierRun,
     judge,
@@ -300,8 +306,9 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
         except BuildError as e:
             (plan.trial_dir / "build.log").write_text(e.log or str(e))
             timings.build = timings.total = time.monotonic() - t0
-            r = _result(plan, env, error_type=ErrorType.ENVIRONMENT_BUILD_FAILED, error_message=str(e),
-                        timings=timings, integrity=policy.integrity)
+            hint = missing_base_hint(env.provider, task)
+            r = _result(plan, env, error_type=ErrorType.ENVIRONMENT_BUILD_FAILED,
+                        error_message=f"{e} ({hint})" if hint else str(e), timings=timings, integrity=policy.integrity)
             _write_result(plan, r)
             return r
         timings.build = time.monotonic() - t0

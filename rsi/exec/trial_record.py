@@ -10,7 +10,7 @@ from pathlib import Path
 from rsi.core.task import Task
 from rsi.exec.verify import VerifierRun
 from rsi.sandbox.base import Sandbox, SandboxError, SandboxProvider
-from rsi.sandbox.base_image import LABEL_SUBSTITUTE, base_tags
+from rsi.sandbox.base_image import LABEL_SUBSTITUTE, base_tags, stand_in_command
 
 
 def substitutions(provider: SandboxProvider, task: Task) -> dict[str, str]:
@@ -21,6 +21,21 @@ def substitutions(provider: SandboxProvider, task: Task) -> dict[str, str]:
         if label:
             out[tag] = label
     return out
+
+
+def missing_base_hint(provider: SandboxProvider, task: Task) -> str | None:
+    """For a failed build: the FROM tags the host lacks (no registry to pull them from), with the command that
+    makes each resolve offline (`rsi sandbox build-base --as ubuntu:24.04 --suite bookworm` where Ubuntu's
+    keyring is missing); None when every FROM is present."""
+    try:
+        missing = [t for t in sorted(base_tags([Path(task.path) / "environment" / "Dockerfile"]))
+                   if provider.image_id(t) is None]
+    except (SandboxError, OSError):
+        return None
+    if not missing:
+        return None
+    return "; ".join(f"FROM {t} is not on this host (no registry to pull it from): make a stand-in with "
+                     f"`{stand_in_command(t)}`" for t in missing)
 
 
 def environment_record(provider: SandboxProvider, task: Task, image: str, base_image: str) -> dict[str, object]:

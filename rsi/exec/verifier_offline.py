@@ -12,7 +12,8 @@ The wheels it fetches are cached, so the trials find them there.
 
 `setup_failure` reads a failed verifier's output for the signs that it could not install its own tools
 (a uv resolution or download failure, pip's "No matching distribution", apt's "Unable to locate
-package"...): such a trial is a `verifier_error` (task-side), never the model's failure.
+package"...) or start the interpreter they run on (uv's "Querying Python at ... failed", "Fatal Python error",
+a missing python3): such a trial is a `verifier_error` (task-side: the environment, never the solution).
 """
 
 from __future__ import annotations
@@ -147,6 +148,13 @@ _SETUP_FAILURES = [
      "the verifier tried to reach the network"),
     (re.compile(r"(?:^|\s)(?:uvx?|pytest|curl|wget): (?:command )?not found", re.MULTILINE),
      "the verifier's tools are missing"),
+    # The interpreter the verifier's tools run on cannot start (a stand-in's Python without its standard library,
+    # a venv whose base is gone): the environment, not the solution. Only start-up failures count: a crash of the
+    # solution's own program under test is the solution's.
+    (re.compile(r"Querying Python at \S+ failed|Could not find platform (?:in)?dependent libraries|"
+                r"Fatal Python error: (?:init_fs_encoding|init_sys_streams|init_import_site|_Py\w*Init\w*|"
+                r"Failed to import encodings)|No module named '?encodings'?"),
+     "the verifier's interpreter could not start"),
 ]
 _TESTS_RAN = re.compile(r"=+ test session starts =+")
 

@@ -197,7 +197,8 @@ def judge(
             reward is not None and reward >= g.pass_threshold and res.exit_code == 0):
         why = setup_failure(res.stdout, res.stderr)
         if why is not None:  # the tests never ran: the task's verifier, not the solution, failed
-            error, message = ErrorType.VERIFIER_ERROR, f"the verifier could not set itself up (task-side): {why}"
+            error, message = ErrorType.VERIFIER_ERROR, (f"the verifier could not set itself up before its tests ran "
+                                                     f"(task-side: the environment, not the solution): {why}")
     if findings:
         error = ErrorType.TAMPER_DETECTED
         message = "the agent changed paths that void a pass: " + "; ".join(f"{p} {why}" for p, why in findings[:10])

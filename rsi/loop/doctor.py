@@ -19,23 +19,41 @@ class Check:
 
 
 def base_tag_checks(task_paths: list[Path]) -> list[Check]:
-    """One check per public base image the tasks' Dockerfiles name: present locally, or the command
-    that makes it resolve with no registry (`rsi sandbox build-base --as TAG`)."""
-    from rsi.sandbox.base_image import base_image_present, base_tags, stale_stand_in, suite_for
+    """One check per public base image the tasks' Dockerfiles name (how many tasks need it): the real image,
+    a stand-in and what it is (`debian bookworm minbase + ...`), or missing with the command that makes it
+    resolve with no registry (`rsi sandbox build-base --as TAG`, `--suite bookworm` for an Ubuntu tag
+    where Ubuntu's archive keyring is not on the host)."""
+    from rsi.sandbox.base_image import (
+        base_image_labels,
+        base_tags,
+        stale_stand_in,
+        stand_in_command,
+        stood_in_by,
+        suite_for,
+    )
     from rsi.store.files import find_task_dirs
 
     task_dirs = find_task_dirs(task_paths)
     dockerfiles = [d / "environment" / "Dockerfile" for d in task_dirs]
+    needed: dict[str, int] = {}
+    for f in dockerfiles:
+        for tag in base_tags([f]) if f.is_file() else set():
+            needed[tag] = needed.get(tag, 0) + 1
     out = []
-    for tag in sorted(base_tags([f for f in dockerfiles if f.is_file()])):
-        present = base_image_present(tag)
-        stale = stale_stand_in(tag) if present else None
+    for tag in sorted(needed):
+        by = f"{needed[tag]} task{'s' if needed[tag] != 1 else ''}"
+        labels = base_image_labels(tag)
+        stale = stale_stand_in(tag) if labels is not None else None
         if stale is not None:  # apt-get in the task's Dockerfile would install another release's versions
             out.append(Check(f"base {tag}", False, f"a stand-in from an older recipe ({stale}), not labelled "
                              f"as {suite_for(tag)}'s release", f"rsi sandbox build-base --as {tag}"))
             continue
-        out.append(Check(f"base {tag}", present, "present" if present else "needed by the tasks' FROM lines",
-                         None if present else f"rsi sandbox build-base --as {tag}"))
+        if labels is None:
+            out.append(Check(f"base {tag}", False, f"missing; needed by {by}", stand_in_command(tag)))
+            continue
+        what = stood_in_by(labels)
+        out.append(Check(f"base {tag}", True, f"stood in by {what}; needed by {by}" if what
+                         else f"the real image; needed by {by}"))
     needing = [d.name for d in task_dirs if _verifier_needs_python_313(d)]
     if needing:
         out.append(_portable_python_check(needing))

@@ -24,11 +24,13 @@ from rsi.sandbox.portable_python import SOURCE_IMAGE as PY_SOURCE
 from rsi.sandbox.portable_python import VERSION as PY_VERSION
 from rsi.sandbox.portable_python import PortablePython, portable_python
 from rsi.sandbox.releases import DEBIAN, UBUNTU, Release, python_for, release_for, release_of
+from rsi.sandbox.stand_in_python import RECIPE, layout_lines, write_kit
 
 DEFAULT_BASE_IMAGE = "rsi-base:bookworm"
 ENV_BASE_IMAGE = "RSI_BASE_IMAGE"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 UBUNTU_KEYRING = "/usr/share/keyrings/ubuntu-archive-keyring.gpg"
+DEBIAN_FALLBACK = "bookworm"  # the Debian release a stand-in for an Ubuntu tag is, when asked for by name
 IMPORT_CHANGES = [
     "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "ENV LANG=C.UTF-8",
@@ -53,6 +55,13 @@ def base_image_present(name: str = DEFAULT_BASE_IMAGE, client: docker.DockerClie
     """Whether the daemon has the image locally (SandboxError if the daemon is unreachable)."""
     api = (client or _client()).api
     return call(f"inspect image {name}", api.inspect_image, name, missing_ok=True) is not None
+
+
+def base_image_labels(name: str, client: docker.DockerClient | None = None) -> dict[str, str] | None:
+    """The labels of a local image ({} for one without), None when the daemon does not have it."""
+    api = (client or _client()).api
+    info = call(f"inspect image {name}", api.inspect_image, name, missing_ok=True)
+    return None if info is None else dict((info.get("Config") or {}).get("Labels") or {})
 
 
 def check_debootstrap() -> str:
@@ -87,9 +96,8 @@ def build_base_image(
     extra: list[str] = []
     if release is not None and release.distro == "ubuntu":
         if not Path(UBUNTU_KEYRING).is_file():
-            raise BaseImageError(
-                f"cannot build a stand-in for {release} ({suite}): Ubuntu's archive keyring {UBUNTU_KEYRING} is not "
-                "on this host, and rsi never installs an unverified release; name a Debian base instead")
+            raise BaseImageError(_no_keyring(f"{release} ({suite})",
+                                             f"rsi sandbox build-base --suite {DEBIAN_FALLBACK}"))
         extra = [f"--keyring={UBUNTU_KEYRING}"]
     client = client or _client()
     with tempfile.TemporaryDirectory(prefix="rsi-rootfs-") as tmp:
@@ -134,6 +142,7 @@ def import_rootfs(rootfs: Path, name: str, *, client: docker.DockerClient | None
 
 LABEL_SUBSTITUTE = "rsi.substitute"  # on a tag made by `build-base --as`: what it really is
 LABEL_RELEASE = "rsi.release"  # on such a tag: the codename of the release it is (bookworm, trixie, noble)
+LABEL_CHOSEN = "rsi.release_chosen"  # "yes" when `--suite` named the release (a Debian stand-in for ubuntu:24.04)
 
 
 def suite_for(tag: str) -> str:
@@ -152,6 +161,8 @@ def substitute_base(tag: str, *, suite: str | None = None, force: bool = False,
     version is a one-line BaseImageError, never a silent substitute). Labels say what it really is (the
     trial records it). A tag already made from the same recipe and base is left as it is."""
     release = release_of(suite) if suite else release_for(tag)
+    if release.distro == "ubuntu" and not Path(UBUNTU_KEYRING).is_file():
+        raise BaseImageError(_no_keyring(f"{tag} ({release})", stand_in_command(tag)))
     client = client or _client()
     api = client.api
     local = f"rsi-base:{release.codename}"
@@ -162,13 +173,15 @@ def substitute_base(tag: str, *, suite: str | None = None, force: bool = False,
     wanted, python = python_for(tag), None
     if wanted is not None and wanted != release.python:
         python = _python_tree(tag, wanted, release, progress, client)
+    kit = f"; its python{wanted} venv-ready with pip ({RECIPE})" if wanted else ""
     what = f"{release} minbase + python3 {release.python}" + (
-        f" + CPython {python.version} (rsi's portable, from Debian trixie) in /usr/local" if python else "")
+        f" + CPython {python.version} (rsi's portable, from Debian trixie) in /usr/local" if python else "") + kit
     label = f"{what}, standing in for {tag}"
     have = call(f"inspect image {tag}", api.inspect_image, tag, missing_ok=True)
     if have is not None and not force:
         labels = (have.get("Config") or {}).get("Labels") or {}
-        if labels.get(LABEL_SUBSTITUTE) == label and labels.get("rsi.base_id") == local_info["Id"]:
+        if labels.get(LABEL_SUBSTITUTE) == label and labels.get("rsi.base_id") == local_info["Id"] and \
+                bool(labels.get(LABEL_CHOSEN)) == bool(suite):
             return str(have["Id"])
     repo, _, version = tag.rpartition(":") if ":" in tag.split("/")[-1] else (tag, "", "latest")
     # A small image FROM the release's base, so the labels are on the tag itself (docker tag cannot add one).
@@ -180,11 +193,12 @@ def substitute_base(tag: str, *, suite: str | None = None, force: bool = False,
                  "RUN rm -f /etc/apt/sources.list"]
         if python is not None:
             shutil.copytree(python.root, ctx / "python", symlinks=True)
-            lines += [f"COPY python {PY_DEST}",
-                      f"RUN ln -s {PY_DEST}/bin/python{PY_VERSION} /usr/local/bin/python{PY_VERSION} && "
-                      f"ln -s python{PY_VERSION} /usr/local/bin/python3 && ln -s python3 /usr/local/bin/python"]
+            lines.append(f"COPY python {PY_DEST}")
+        if wanted is not None:  # a python:X.Y tag: its interpreter as the official image's behaves (venv, pip)
+            write_kit(ctx, wanted)
+            lines += layout_lines(wanted, portable_dest=PY_DEST if python is not None else None)
         lines.append(f'LABEL {LABEL_SUBSTITUTE}="{label}" {LABEL_RELEASE}="{release.codename}" '
-                     f'rsi.base_id="{local_info["Id"]}"')
+                     f'{LABEL_CHOSEN}="{"yes" if suite else ""}" rsi.base_id="{local_info["Id"]}"')
         (ctx / "Dockerfile").write_text("\n".join(lines) + "\n")
         for _chunk in api.build(path=tmp, tag=f"{repo}:{version}", rm=True, pull=False, decode=True):
             if "error" in _chunk:
@@ -194,6 +208,28 @@ def substitute_base(tag: str, *, suite: str | None = None, force: bool = False,
     return str(info["Id"])
 
 
+def stand_in_command(tag: str) -> str:
+    """The command that makes `tag` resolve offline: `--as TAG`, with `--suite bookworm` for an Ubuntu tag where
+    Ubuntu's archive keyring is not on the host (a Debian stand-in, named as such on every trial)."""
+    try:
+        ubuntu = release_for(tag).distro == "ubuntu"
+    except ValueError:
+        ubuntu = False
+    chosen = f" --suite {DEBIAN_FALLBACK}" if ubuntu and not Path(UBUNTU_KEYRING).is_file() else ""
+    return f"rsi sandbox build-base --as {tag}{chosen}"
+
+
+def stood_in_by(labels: dict[str, str]) -> str | None:
+    """What a stand-in's labels say it is ("debian bookworm minbase + python3 3.11 + ..."), None for a real image."""
+    said = labels.get(LABEL_SUBSTITUTE)
+    return said.split(", standing in for ")[0] if said else None
+
+
+def _no_keyring(what: str, command: str) -> str:
+    return (f"cannot stand in for {what}: Ubuntu's archive keyring {UBUNTU_KEYRING} is not on this host and rsi "
+            f"never installs an unverified release; for a Debian stand-in (recorded on every trial) run `{command}`")
+
+
 def stale_stand_in(tag: str, client: docker.DockerClient | None = None) -> str | None:
     """What a present stand-in for `tag` says it is when it is not labelled as the tag's own release (made by
     an older rsi: python:3.13-slim-bookworm from trixie), else None (absent, a real image, or the right one)."""
@@ -201,8 +237,8 @@ def stale_stand_in(tag: str, client: docker.DockerClient | None = None) -> str |
     info = call(f"inspect image {tag}", api.inspect_image, tag, missing_ok=True)
     labels = ((info or {}).get("Config") or {}).get("Labels") or {}
     said = labels.get(LABEL_SUBSTITUTE)
-    if not said or labels.get(LABEL_RELEASE) == release_for(tag).codename:
-        return None
+    if not said or labels.get(LABEL_CHOSEN) or labels.get(LABEL_RELEASE) == release_for(tag).codename:
+        return None  # absent, real, the tag's own release, or a release named with --suite
     return str(said)
 
 

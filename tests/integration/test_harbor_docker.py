@@ -306,15 +306,30 @@ def test_terminal_bench_2_1_shaped_tasks_pass_with_oracle_and_fail_with_nop_offl
     assert _tree(task) == before  # no file of the task was edited
 
 
+@pytest.mark.parametrize("base", [None, "python:3.13-slim-bookworm"])
 def test_a_terminal_bench_1_shaped_task_with_a_uv_run_tests_sh_imports_and_runs_offline(
-    ctx: WorkspaceContext, tmp_path: Path
+    ctx: WorkspaceContext, tmp_path: Path, base: str | None
 ) -> None:
     """TB1's run-tests.sh: `uv init; uv add pytest==8.4.1; uv run pytest` in a project, offline (uv's lock
-    resolves for every platform, so the wheels include what only other platforms need)."""
+    resolves for every platform, so the wheels include what only other platforms need); also FROM
+    python:3.13-slim-bookworm, whose stand-in's CPython 3.13 (rsi's portable one in /usr/local) must make a
+    venv uv can query (issue 49: "Could not find platform independent libraries" there was a wrong solution)."""
+    import re
+    import shutil
+
     from rsi.store.task_import import import_tasks
 
     src = FIXTURES / "tb1" / "tb1-line-stats"
     before = _tree(src)
+    if base is not None:  # the same task on another FROM, as a fresh clone's README set-up makes it resolve
+        from rsi.sandbox.base_image import substitute_base
+
+        copy = tmp_path / "src" / src.name
+        shutil.copytree(src, copy)
+        dockerfile = copy / "Dockerfile"
+        dockerfile.write_text(re.sub(r"^FROM .*$", f"FROM {base}", dockerfile.read_text(), count=1, flags=re.M))
+        substitute_base(base)  # `rsi sandbox build-base --as python:3.13-slim-bookworm` (a no-op when current)
+        src, before = copy, _tree(copy)
     (task,) = import_tasks(src, tmp_path / "imported")
     _stand_ins(Path(task.path) / "environment" / "Dockerfile")
     ok = run_job(ctx, RunRequest(paths=[Path(task.path)], agent="oracle")).trials[0]

@@ -125,6 +125,13 @@ def test_the_field_named_is_the_one_that_asks() -> None:
     ("", "curl: (6) Could not resolve host: example.org\n", "reach the network"),
     ("", "/tests/test.sh: line 9: uvx: command not found\n", "tools are missing"),
     ("", "rsi shim: ...\ncurl: command not found\n", "tools are missing"),  # rsi's wrapper, no real curl
+    # the interpreter the tools run on cannot start: a stand-in's venv without its standard library (issue 49)
+    ("", "Using CPython 3.13.5 interpreter at: /usr/local/bin/python3.13\nerror: Querying Python at "
+     "`/app/.venv/bin/python` failed with exit status exit status: 1\n[stderr]\nCould not find platform independent "
+     "libraries <prefix>\nFatal Python error: Failed to import encodings module\nModuleNotFoundError: No module "
+     "named 'encodings'\n", "interpreter could not start"),
+    ("", "Fatal Python error: init_fs_encoding: failed to get the Python codec of the filesystem encoding\n",
+     "interpreter could not start"),
 ])
 def test_a_verifier_that_could_not_install_its_tools_is_recognised(stdout: str, stderr: str, said: str) -> None:
     why = setup_failure(stdout, stderr)
@@ -136,6 +143,9 @@ def test_failing_tests_are_not_a_setup_failure() -> None:
            "in ...\n===== 1 failed =====\n")
     assert setup_failure(out, "") is None
     assert setup_failure("3 passed\n", "rsi shim: apt-get install curl answered offline\n") is None
+    # the solution's own program crashing under a bash test is the solution's, not a broken verifier
+    assert setup_failure("", "Fatal Python error: Segmentation fault\n\nCurrent thread 0x1 (most recent call first):\n"
+                         ) is None
 
 
 def test_a_setup_failure_is_a_task_side_verifier_error_never_a_pass() -> None:
