@@ -54,6 +54,7 @@ STEPS = (
     "container remove",
     "verifier exec",
     "verify other (reward read; shared level or not split)",
+    "verdict + environment record",
     "outside spans (retries, cleanup, recording)",
 )
 TRAINING = ("training: model load + tokenise", "training: forward", "training: backward",
@@ -73,7 +74,7 @@ def trial_steps(t: dict[str, float]) -> dict[str, float]:
     of the coarse ones; where a result has none of them (an older one), the coarse span is reported unsplit."""
     g = {k: float(t.get(k) or 0.0) for k in ("build", "start", "agent", "snapshot", "verify", "total", "model_queue",
                                               "model", "model_prefill", "model_decode", "sandbox_exec", "commit",
-                                              "agent_remove", "verify_start", "verify_exec", "verify_remove")}
+                                              "agent_remove", "verify_start", "verify_exec", "verify_remove", "record")}
     out = dict.fromkeys(STEPS, 0.0)
     out["image build"] = g["build"]
     out["container create/start"] = g["start"] + g["verify_start"]
@@ -95,6 +96,7 @@ def trial_steps(t: dict[str, float]) -> dict[str, float]:
     out["verifier exec"] = g["verify_exec"]
     out["verify other (reward read; shared level or not split)"] = max(
         0.0, g["verify"] - g["verify_start"] - g["verify_exec"] - g["verify_remove"])
+    out["verdict + environment record"] = g["record"]
     spans = g["build"] + g["start"] + g["agent"] + g["snapshot"] + g["verify"]
     out["outside spans (retries, cleanup, recording)"] = max(0.0, g["total"] - spans)
     return out
@@ -213,8 +215,10 @@ def _job_end(job: Any) -> datetime:
 
 
 def trial_phase(prof: CycleProfile, name: str, lo: datetime, hi: datetime, trials: list[Trial],
-                idle_label: str) -> PhaseProfile:
-    """A phase that runs trials: its stages' attributed wall and the wall with no trial running."""
+                idle_label: str, column: str | None = None) -> PhaseProfile:
+    """A phase that runs trials: its stages' attributed wall and the wall with no trial running (its steps go to the
+    step table's `column`, by default the phase's name)."""
+    column = column or name
     wall = max(0.0, (hi - lo).total_seconds())
     shares = wall_shares(trials, lo, hi)
     ph = PhaseProfile(name, wall, trials=len(trials))
@@ -223,16 +227,18 @@ def trial_phase(prof: CycleProfile, name: str, lo: datetime, hi: datetime, trial
         by_stage[t.stage] = by_stage.get(t.stage, 0.0) + share
         tot = sum(t.steps.values())
         for step, sec in t.steps.items():
-            prof.add(step, name, sec, share * sec / tot if tot > 0 else 0.0)
+            prof.add(step, column, sec, share * sec / tot if tot > 0 else 0.0)
     busy = sum(shares)
     ph.parts = [Part(f"stage {k} (trials)", v) for k, v in by_stage.items()]
     ph.parts.append(Part(idle_label, max(0.0, wall - busy)))
-    prof.add(f"{name}: no trial running", name, None, max(0.0, wall - busy))
+    prof.add(f"{column}: no trial running", column, None, max(0.0, wall - busy))
     return ph
 
 
-def update_phase(prof: CycleProfile, name: str, lo: datetime, hi: datetime, runs: list[Any]) -> PhaseProfile:
+def update_phase(prof: CycleProfile, name: str, lo: datetime, hi: datetime, runs: list[Any],
+                 column: str | None = None) -> PhaseProfile:
     """A phase that trains: the dataset, the training run's own split and what came after."""
+    column = column or name
     wall = max(0.0, (hi - lo).total_seconds())
     ph = PhaseProfile(name, wall)
     used = 0.0
@@ -243,6 +249,10 @@ def update_phase(prof: CycleProfile, name: str, lo: datetime, hi: datetime, runs
         window = max(0.0, (min(end, hi) - start).total_seconds())
         tr = run.metrics.get("training") or {}
         tp = tr.get("throughput") or {}
+        if not tr.get("wall_sec"):  # a failed run, another backend, a MoL run: its window only
+            ph.parts.append(Part(f"training run {run.status} (not split)", window))
+            used = (end - lo).total_seconds()
+            continue
         train_wall = min(window, float(tr.get("wall_sec") or window))
         split = {TRAINING[0]: float(tp.get("setup_sec") or 0.0), TRAINING[1]: float(tp.get("forward_sec") or 0.0),
                  TRAINING[2]: float(tp.get("backward_sec") or 0.0), TRAINING[3]: float(tp.get("optimizer_sec") or 0.0)}
@@ -252,13 +262,13 @@ def update_phase(prof: CycleProfile, name: str, lo: datetime, hi: datetime, runs
         for k, v in split.items():
             if v > 0:
                 ph.parts.append(Part(k, v))
-                prof.add(k, name, None, v)
+                prof.add(k, column, None, v)
         ph.parts.append(Part("adapter check, register, load into the server", max(0.0, window - train_wall)))
         used = (end - lo).total_seconds()
     rest = max(0.0, wall - sum(p.wall_sec for p in ph.parts))
     ph.parts.append(Part("before / after training (bookkeeping)" if runs else "update (no training run)", rest))
     trained = sum(p.wall_sec for p in ph.parts if p.name in TRAINING)
-    prof.add(f"{name}: not training", name, None, max(0.0, wall - trained))
+    prof.add(f"{column}: not training", column, None, max(0.0, wall - trained))
     return ph
 
 
@@ -296,19 +306,20 @@ def loose_profile(src: Source) -> CycleProfile | None:
     top = [j for j in src.jobs if j.parent_job is None and j.kind != "cycle"]
     if not top and not src.runs:
         return None
-    prof = CycleProfile("(no cycle job: top-level jobs)", 0.0)
+    prof = CycleProfile("top-level jobs, no cycle job", 0.0)
     items = [(_dt(j.created_at) or datetime.min, "job", j) for j in top] + \
             [(_dt(r.created_at) or datetime.min, "run", r) for r in src.runs]
     for lo, what, obj in sorted(items, key=lambda x: x[0]):
         if what == "run":
             hi = _dt(obj.finished_at) or lo
-            ph = update_phase(prof, f"update {obj.id}", lo, hi, [obj])
+            ph = update_phase(prof, f"update {obj.id}", lo, hi, [obj], column="update")
         else:
             hi = _job_end(obj)
             jobs = [obj, *(j for j in src.jobs if j.parent_job == obj.id)]
             trials = src.trials(jobs)
             label = IDLE.get(str(obj.phase or obj.kind), "no trial running")
-            ph = trial_phase(prof, f"{obj.phase or obj.kind} {obj.id}", lo, hi, trials, label)
+            ph = trial_phase(prof, f"{obj.phase or obj.kind} {obj.id}", lo, hi, trials, label,
+                             column=str(obj.phase or obj.kind))
             prof.trials += len(trials)
         prof.phases.append(ph)
         prof.wall_sec += ph.wall_sec
@@ -345,7 +356,7 @@ def show(profiles: list[CycleProfile]) -> None:
             for part in ph.parts:
                 t.add_row(f"  {part.name}", f"{part.wall_sec:.1f}", f"{part.wall_sec / (p.wall_sec or 1):.1%}", "")
         console.print(t)
-        names = [ph.name for ph in p.phases if ph.trials]
+        names = list(dict.fromkeys(k for row in data["steps"] for k in row["by_phase"]))
         s = Table(title="per step: trial-seconds (summed over concurrent trials) and attributed wall")
         s.add_column("step")
         for col in (*names, "trial-s", "share", "wall s", "wall share"):

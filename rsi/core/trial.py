@@ -116,6 +116,8 @@ class Timings(RsiModel):
     verify_start: float = 0.0
     verify_exec: float = 0.0
     verify_remove: float = 0.0
+    # After `total` (not in it): the verdict, the environment record (image facts asked of the provider), the result.
+    record: float = 0.0
 
 
 class Usage(RsiModel):

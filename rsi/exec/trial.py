@@ -469,6 +469,7 @@ def _run_once(plan: TrialPlan, env: TrialEnv) -> TrialResult:
             named = f"docker_image {tenv.docker_image}" if tenv.docker_image else \
                 f"docker_image_archive {tenv.docker_image_archive}"
             r.extra["image_source"] = f"built from environment/Dockerfile; {named} was not pulled"
+        r.timings.record = time.monotonic() - t0 - timings.total
         _write_result(plan, r)
         return r
     finally:
