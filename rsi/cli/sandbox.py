@@ -31,9 +31,11 @@ def build_base(
 
     `--as python:3.13-slim-bookworm` stands a local image in for a public one a task's FROM names, of the
     tag's own release (bookworm there, with CPython 3.13 in /usr/local; trixie for python:3.13-slim) and with
-    its apt sources, so the Dockerfile's apt-get installs that release's versions; trials record it.
-    `--suite trixie` builds rsi-base:trixie, from which rsi also assembles the Python 3.13 it adds to
-    verifiers whose image has none (a TB 2.x test.sh's `uvx -p 3.13` on a python:3.11 image)."""
+    its apt sources, so the Dockerfile's apt-get installs that release's versions; trials record it. A
+    python:* stand-in's interpreter makes venvs and has pip, as the official image's. An Ubuntu tag needs
+    Ubuntu's archive keyring on the host; without it, `--as ubuntu:24.04 --suite bookworm` makes an explicit
+    Debian stand-in. `--suite trixie` builds rsi-base:trixie, from which rsi also assembles the Python 3.13
+    it adds to verifiers whose image has none (a TB 2.x test.sh's `uvx -p 3.13` on a python:3.11 image)."""
     from rsi.sandbox.base_image import base_image_present, build_base_image, resolve_base_image, substitute_base
     from rsi.store.paths import Workspace
 
