@@ -46,7 +46,8 @@ class SampleGen:
         tid = self.sample[req.seed % len(self.sample)]
         family = GENERATORS.create(tid.split("/")[0])
         assert isinstance(family, ProceduralFamily)
-        return family.generate(GenRequest(seed=req.seed, difficulty=family.template(tid).level, template=tid))
+        return family.generate(GenRequest(seed=req.seed, difficulty=family.template(tid).level, template=tid,
+                                          side=req.side, cycle=req.cycle))
 
 
 @pytest.fixture
