@@ -36,6 +36,10 @@ from rsi.sandbox.docker_sandbox import DockerSandbox
 from rsi.sandbox.files_env import FilesPlan, files_archive, plan_files_only
 
 ENV_REPO = "rsi-env"
+# a files-only image's label naming the base image id it was made from (set only when its files leave the OS
+# release and the package database alone, so the environment record can read the base's without a probe)
+LABEL_FILES_ON = "rsi.files_on"
+SYSTEM_RECORDS = ("/etc/os-release", "/usr/lib/os-release", "/var/lib/dpkg", "/etc/debian_version")
 DEFAULT_OUTPUT_CAP = 8 << 20  # bytes kept per stream per exec
 
 # Shared by every provider instance in the process so two instances never build one digest twice.
@@ -137,7 +141,16 @@ class DockerSandboxProvider:
             _has_command[key] = self._probe(image, f"command -v {command}")[0] == 0
         return _has_command[key]
 
+    def _files_base(self, tag: str) -> str | None:
+        """The base image id a files-only image was made from, when its files touch neither the release nor the
+        package database (then both are the base's, and no probe container is needed)."""
+        base = self.image_labels(tag).get(LABEL_FILES_ON)
+        return base if base and self.image_id(base) is not None else None
+
     def image_release(self, tag: str) -> str:
+        base = self._files_base(tag)
+        if base is not None:
+            return self.image_release(base)
         image = self.image_id(tag)
         if image is None:
             return ""
@@ -147,6 +160,9 @@ class DockerSandboxProvider:
         return _release[image]
 
     def image_packages(self, tag: str) -> dict[str, str]:
+        base = self._files_base(tag)
+        if base is not None:
+            return self.image_packages(base)
         image = self.image_id(tag)
         if image is None:
             return {}
@@ -183,7 +199,10 @@ class DockerSandboxProvider:
                 return ImageRef(tag=tag, built=False)
             labels = {LABEL_KIND: "env", "rsi.env_digest": env_digest}
             plan = plan_files_only(Path(env_dir), build_args) if self._build_free else None
-            if plan is not None and self.image_id(plan.base) is not None:
+            base_id = self.image_id(plan.base) if plan is not None else None
+            if plan is not None and base_id is not None:
+                if not any(p.startswith(SYSTEM_RECORDS) for p in [*plan.files, *plan.dirs]):
+                    labels[LABEL_FILES_ON] = base_id
                 self._put_files(plan, tag, labels)
                 if self.image_id(tag) is None:
                     raise SandboxError(f"commit {tag}: the daemon reported success but the image is missing")

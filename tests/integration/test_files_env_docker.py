@@ -101,6 +101,10 @@ def test_files_only_images_hold_what_a_build_holds(
                                         f"only put: {sorted(lines_b - lines_a)[:8]}")
             labels = put.image_labels(b.tag)
             assert labels.get("rsi.kind") == "env" and labels.get("rsi.env_digest") == f"cmpfiles{nonce}"
+            if compared == 0:  # the environment record reads the base's release and packages, no probe
+                assert put.image_labels(b.tag).get("rsi.files_on") == put.image_id(BASE)
+                assert put.image_release(b.tag) == built.image_release(a.tag) != ""
+                assert put.image_packages(b.tag) == built.image_packages(a.tag) != {}
             compared += 1
     finally:
         for t in tags:
