@@ -53,6 +53,17 @@ def holdout_deficits(ctx: WorkspaceContext, target: int | None,
     return out
 
 
+def in_skill_compositions(ctx: WorkspaceContext, level: int | None = None) -> list[str]:
+    """The compositions (`compose/<op>+<op>[+<op>]`) an in-skill part could draw from: those the contract's template
+    split holds out, every operation of them from a train template (rsi.loop.discover.generators.compose). Empty
+    unless the split is by template. Not used by the cycle yet: the in-skill part is still train templates in
+    held-out phrasings; this is the seam for making it held-out compositions of trained operations."""
+    from rsi.loop.discover.generators.compose import held_out_compositions  # only this function needs it
+
+    p = ctx.contract.promotion
+    return held_out_compositions(p.holdout_fraction, level) if p.holdout_unit == "template" else []
+
+
 def plan_split(ctx: WorkspaceContext, budget: float, discover_share: float = DISCOVER_SHARE,
                holdout_target: int | None = None, in_skill_target: int | None = None) -> dict[str, float]:
     """Trials per phase: promote's need first, the rest 40/60 (by default) between discover and expand."""
@@ -77,4 +88,4 @@ def plan_split(ctx: WorkspaceContext, budget: float, discover_share: float = DIS
 
 
 __all__ = ["DISCOVER_SHARE", "TOP_UP_SPARE", "holdout_deficits", "holdout_goal", "holdout_part_units",
-           "in_template_count", "plan_split"]
+           "in_skill_compositions", "in_template_count", "plan_split"]
