@@ -36,6 +36,9 @@ def update(
         "--command",
         help="The command backend's template: {dataset} {output_dir} {base_model} {parent_adapter}.")] = None,
     steps: Annotated[int | None, typer.Option("--steps", help="Optimiser steps (default: train.steps).")] = None,
+    init: Annotated[str | None, typer.Option(
+        "--init", help="parent: continue the parent's adapter with replay | base: a fresh LoRA from the base on "
+                       "the union of the lineage's accepted samples (default: rsi.yaml train.init).")] = None,
     load: Annotated[bool, typer.Option("--load/--no-load", help="Load the adapter into the running endpoint.")] = True,
     add_specialist: Annotated[str | None, typer.Option(
         "--add-specialist", help="Mixture-of-LoRA: register a new adapter LABEL (L<k>) for new families.")] = None,
@@ -68,7 +71,8 @@ def update(
                     p.console.print(msg, highlight=False, soft_wrap=True, markup=False)
 
             req = UpdateRequest(gen=gen, backend=backend, from_jobs=list(from_job or []), objective=objective,
-                                out=out, command=command, steps=steps, load=load, log=log, progress=progress,
+                                out=out, command=command, steps=steps, init=init, load=load, log=log,
+                                progress=progress,
                                 dry_run=dry_run,
                                 add_specialist=add_specialist,
                                 domains=[d.strip() for d in (domains or "").split(",") if d.strip()])

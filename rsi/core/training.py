@@ -84,6 +84,11 @@ class TrainSettings(RsiModel):
     validation_patience: int = Field(default=2, gt=0)
     validation_tolerance: float = Field(default=0.01, ge=0)
     lineage: str = "agent"  # the adapter's name in a manifest; serve names are <lineage>-g<N>-<sha8>
+    # Where a revision starts (issue 46's recipe): `parent` continues the parent's adapter on this generation's
+    # data plus `training.replay_cap` replayed samples of the lineage (KL to the parent); `base` trains a fresh
+    # LoRA from the frozen base on the union of every accepted sample of the lineage, every source, within the
+    # per-template cap (ReST-EM, AgentEvol; KL to the base).
+    init: Literal["parent", "base"] = "parent"
 
 
 @dataclass(frozen=True)

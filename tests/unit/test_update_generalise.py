@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from rsi.core.contract import Contract
+from rsi.core.errors import InputError
 from rsi.core.generation import GenerationManifest, GenerationState
 from rsi.core.training import TrainSettings, TrialRecord, choose_replay, in_validation, select, template_key
 from rsi.loop.context import WorkspaceContext
@@ -295,3 +296,46 @@ def test_training_stops_when_the_validation_curve_falls_and_keeps_the_best_weigh
     res = fit(m, m.logps, sft=[train], pg=[], validation=[rises], s=s, kl_coef=0.0, evaluate=[train])
     assert res.steps == 20 and res.validation["stopped_at"] is None and res.validation["restored_step"] is None
     assert json.dumps(res.validation)  # recorded as JSON in the training run
+
+
+def test_init_base_trains_a_fresh_lora_on_the_union_of_the_lineage(ctx: WorkspaceContext,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--init base`: every accepted sample of the lineage, from every source, beyond the replay cap, and no
+    parent adapter to start from; `--init parent` (the default) keeps the cap and the harness's own samples."""
+    names = templates(6, validation=False)
+    old = [f"old{i}" for i in range(6)]
+    monkeypatch.setattr("rsi.loop.update.phase.task_templates",
+                        lambda _ctx: {**{f"digest-{t}": names[i] for i, t in enumerate(old)}, "digest-new": names[0]})
+    monkeypatch.setattr("rsi.loop.update.replay.task_templates", lambda _ctx: {})
+    add_trials(ctx, [T(t, 0, 1.0, reply=f"```bash\necho {t} > /app/{t}\n```\n") for t in old[:4]]
+               + [T(t, 0, 1.0, agent="oracle-replay", source="oracle", reply=f"```bash\nprintf {t} > /app/x\n```\n")
+                  for t in old[4:]], job_id="job-g0")
+    _child_generation(ctx)
+    add_trials(ctx, [T("new", 0, 1.0, generation="gen-0001", reply="```bash\ncp a b\n```\n"),
+                     T("new", 1, 0.0, generation="gen-0001", reply="```bash\nmv a b\n```\n")], job_id="job-g1")
+    path = ctx.ws.root / "contracts" / "hcp-1.0.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["training"]["replay_cap"] = 2
+    path.write_text(yaml.safe_dump(data))
+
+    seen: list[object] = []
+    from rsi.train.backends import ExportBackend
+
+    real = ExportBackend.train
+
+    def spy(self: ExportBackend, req: object) -> object:
+        seen.append(req)
+        return real(self, req)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ExportBackend, "train", spy)
+    parent = run_update(UpdateRequest(gen="gen-0001", backend="export"), ctx.ws.root)
+    assert parent.replay["used"] == 2  # the cap, own rollouts only
+    union = run_update(UpdateRequest(gen="gen-0001", backend="export", init="base"), ctx.ws.root)
+    replayed = [ln for ln in read_dataset(Path(union.dataset["path"])) if ln.provenance.get("replay")]
+    assert {ln.provenance["task"] for ln in replayed} == set(old)  # all six, the oracle replays among them
+    assert union.replay["cap"] == "union"
+    assert seen[-1].parent_adapter is None  # type: ignore[attr-defined]
+    run = ctx.store.get_training_run(union.run_id)
+    assert run.params["settings"]["init"] == "base"
+    with pytest.raises(InputError, match="--init"):
+        run_update(UpdateRequest(gen="gen-0001", backend="export", init="scratch"), ctx.ws.root)

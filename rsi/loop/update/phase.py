@@ -57,6 +57,7 @@ class UpdateRequest:
     out: Path | None = None
     command: str | None = None
     steps: int | None = None
+    init: str | None = None  # `parent` | `base` (default: rsi.yaml `train.init`)
     load: bool = True  # load the adapter into the running endpoint
     dry_run: bool = False  # select, check leakage and count samples; write and train nothing
     # Mixture-of-LoRA (rsi.loop.update.mol): register a new specialist LABEL for these new families
@@ -159,6 +160,10 @@ def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
     store, contract, settings = ctx.store, ctx.contract, ctx.settings.train
     if req.steps is not None:
         settings = settings.model_copy(update={"steps": req.steps})
+    if req.init is not None:
+        if req.init not in ("parent", "base"):
+            raise InputError("--init", None, f"'{req.init}' is not one of parent, base")
+        settings = settings.model_copy(update={"init": req.init})
     # the contract's KL coefficient is a floor: rsi.yaml may ask for more, never for less
     settings = settings.model_copy(update={"kl_coef": max(contract.training.kl_coef, settings.kl_coef or 0.0)})
     gen = ctx.generation(req.gen)
@@ -208,7 +213,7 @@ def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
                  never_validation=in_skill_templates)
     accepted, validation = set(sel.accepted), set(sel.validation)
     kept = [loaded[t] for t in sel.dataset_ids()]
-    replay = gather_replay(ctx, gen, cfg, cfg_digest, max_turns, templates, sel)
+    replay = gather_replay(ctx, gen, cfg, cfg_digest, max_turns, templates, sel, union=settings.init == "base")
     # refused (exit 2, samples named) before anything is written; replayed samples are checked too
     leakage = check_leakage(ctx, kept, cfg, replay.lines)
     req.log(f"leakage check: {leakage.samples} samples, no sealed task, unseen template, held-out phrasing or "
@@ -260,7 +265,8 @@ def run_update(req: UpdateRequest, root: Path | None = None) -> UpdateOutcome:
         selection=counts, refused=refused_counts, replay=replay.summary,
     )
     try:
-        parent = gen.adapters.get(settings.lineage)
+        # `init: base` starts a fresh LoRA from the frozen base (its KL reference is the base too)
+        parent = gen.adapters.get(settings.lineage) if settings.init == "parent" else None
         base_dir = _base_model_dir(ctx) if req.backend == "local" else None
         treq = TrainRequest(
             dataset=info.path, output_dir=out_dir / "adapter", base_model=gen.base_model.id,

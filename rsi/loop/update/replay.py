@@ -35,6 +35,10 @@ from rsi.loop.update.data import ConfigGate, LoadedTrial, config_differences, da
 from rsi.store.files import load_pool
 from rsi.train.dataset import DatasetLine
 
+# a union update (`train.init: base`) replays every accepted sample of the lineage, from each agent that trains
+UNION_AGENTS = ("harness", "hinted", "oracle-replay")
+UNION_CAP = 1_000_000
+
 # fields a replayed trajectory can be re-rendered across: they shape the prompt's head or how it was
 # sampled, not the turns (action format, tools, loop and model settings shape those)
 RERENDERABLE = ("prompt.", "sampling.")
@@ -115,13 +119,20 @@ def training_counts(sel: Selection) -> dict[str, int]:
 
 
 def gather_replay(ctx: WorkspaceContext, gen: GenerationManifest, cfg: HarnessConfig, cfg_digest: str,
-                  max_turns: int, templates: dict[str, str | None], sel: Selection) -> Replay:
-    """The replay lines for an update of `gen` whose own selection is `sel`, and what was chosen and why not."""
+                  max_turns: int, templates: dict[str, str | None], sel: Selection, *,
+                  union: bool = False) -> Replay:
+    """The replay lines for an update of `gen` whose own selection is `sel`, and what was chosen and why not.
+
+    `union` (a fresh LoRA from the base, `train.init: base`): every accepted sample of the lineage from every
+    source agent (its own rollouts, hinted rollouts, oracle replays), with no replay cap; the per-template cap
+    and the validation slice still hold."""
     rules = ctx.contract.training
     ancestors = lineage(ctx, gen)
-    summary: dict[str, Any] = {"cap": rules.replay_cap, "generations": ancestors, "accepted": 0, "used": 0,
-                               "refused": {}, "not_used": {}, "templates": {}}
-    if rules.replay_cap <= 0 or not ancestors:
+    cap = UNION_CAP if union else rules.replay_cap
+    agents = UNION_AGENTS if union else ("harness",)
+    summary: dict[str, Any] = {"cap": cap if not union else "union", "generations": ancestors, "accepted": 0,
+                               "used": 0, "refused": {}, "not_used": {}, "templates": {}}
+    if cap <= 0 or not ancestors:
         return Replay(summary=summary)
     loaded: dict[str, LoadedTrial] = {}
     accepted: list[TrialRecord] = []
@@ -130,7 +141,8 @@ def gather_replay(ctx: WorkspaceContext, gen: GenerationManifest, cfg: HarnessCo
     for anc in ancestors:
         gate = ReplayGate(ctx, anc, cfg, cfg_digest)
         mine: dict[str, LoadedTrial] = {}
-        for row in ctx.store.outcomes("update", generation=anc, agent="harness"):
+        rows = [row for agent in agents for row in ctx.store.outcomes("update", generation=anc, agent=agent)]
+        for row in rows:
             why = gate.refusal(row) if row.task_digest not in suites else \
                 "suite task: the regression suites (promotion.suites) are never training data"
             got = why if why is not None else load_trial(row, ctx.ws.root, max_turns,
@@ -152,7 +164,7 @@ def gather_replay(ctx: WorkspaceContext, gen: GenerationManifest, cfg: HarnessCo
         if r.trial_id in acc:
             kept.setdefault(r.task_digest, []).append(r)
     chosen, why_not = choose_replay(
-        accepted, training_counts(sel), cap=rules.replay_cap, per_template_cap=rules.per_template_cap,
+        accepted, training_counts(sel), cap=cap, per_template_cap=rules.per_template_cap,
         validation_fraction=rules.validation_fraction, kept=kept,
         near_duplicate_threshold=ctx.contract.acceptance.near_duplicate_threshold)
     lines = []
