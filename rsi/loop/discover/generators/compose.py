@@ -241,14 +241,25 @@ def compose(names: tuple[str, ...], rng: random.Random) -> Level:
                  wrong=wrong, reads=reads, what=f"{combination_id(names)}: every step's effect", phrasing=ph)
 
 
+TEMPLATES = tuple(Template(combination_id(c), k + 1, partial(compose, c)) for k, cs in COMBINATIONS.items() for c in cs)
+_BY_ID = {t.id: t for t in TEMPLATES}
+_LEVELS = {lv: [t for t in TEMPLATES if t.level == lv] for lv in (3, 4)}
+
+
 @register
 class ComposeGenerator(ProceduralFamily):
     """The compositions as templates of one family (`compose`): levels 3 (pairs) and 4 (triples)."""
 
     name = FAMILY
     family = FAMILY
-    templates = tuple(Template(combination_id(c), k + 1, partial(compose, c))
-                      for k, cs in COMBINATIONS.items() for c in cs)
+    templates = TEMPLATES
+
+    @property
+    def levels(self) -> dict[int, list[Template]]:
+        return _LEVELS  # hundreds of templates: looked up, not regrouped on every draw
+
+    def template(self, tid: str) -> Template:
+        return _BY_ID.get(tid.removeprefix(f"{FAMILY}/")) or super().template(tid)
 
     def generate(self, req: GenRequest) -> TaskDraft:
         draft = super().generate(req)
