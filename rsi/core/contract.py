@@ -141,6 +141,10 @@ class Promotion(_Strict):
     spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
     # stop at an interim look for futility when the gate's z (Phi^-1(1 - p)) is at or below this; null: never
     futility_z: float | None = 0.0
+    # alpha spending of the non-inferiority gates (unseen part, suites) over the same looks: O'Brien-Fleming
+    # spends almost nothing at an interim look, so the last look is judged near alpha (a non-inferiority test
+    # on half the trials rarely decides anything, and a Pocock bound there would cost power at the end)
+    noninferiority_spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
 
     @model_validator(mode="after")
     def _one_superiority_part(self) -> Promotion:
