@@ -115,8 +115,10 @@ def record(ws: Path, rec: Recorder) -> None:
                         target=f"< {bound:.4g}" if bound else "< 0.05",
                         note=f"{prom.get('rounds', 1)} look(s)")
             elif x.get("ni_p_value") is not None:
-                rec.add(f"{key}_ni{sfx}", f"{label}: worse beyond {x.get('margin')}? p{lbl}", x["ni_p_value"],
-                        note="non-inferiority holds unless this p < alpha")
+                rec.add(f"{key}_ni{sfx}", f"{label}: non-inferior within {x.get('margin')}? p{lbl}", x["ni_p_value"],
+                        target=f"< {x['ni_level']:.4g}" if x.get("ni_level") else None,
+                        note="H0 worse by >= the margin; non-inferiority shown when p is below the bound"
+                             + (f", lower bound {x['ni_lower']:+.3f}" if x.get("ni_lower") is not None else ""))
         if prom.get("in_template_candidate_rate") is not None:
             rec.add(f"in_template_rate{sfx}", f"in-template pass rate, candidate (train tasks; reported){lbl}",
                     100 * prom["in_template_candidate_rate"], "%",

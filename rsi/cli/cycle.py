@@ -107,8 +107,8 @@ def summary(out: CycleOutcome) -> Table:
     t.add_row("promote", _fmt(p.get("job")), _fmt(p.get("status")), f"{out.split['promote']:g}",
               ("".join(f"{PART_NAMES.get(x['part'], x['part'])} {_fmt(x['parent_rate'], True)} -> "
                        f"{_fmt(x['candidate_rate'], True)} on {x['units']} template(s), p {_fmt(x['p_value'])}"
-                       + (f" (worse beyond the margin: p {_fmt(x['ni_p_value'])})" if x.get("ni_p_value") is not None
-                          else "") + "; " for x in p.get("parts") or [])
+                       + (f" (non-inferiority: p {_fmt(x['ni_p_value'])}, lower bound {_fmt(x.get('ni_lower'))})"
+                          if x.get("ni_p_value") is not None else "") + "; " for x in p.get("parts") or [])
                + (f"{p.get('rounds')} round(s), bound {_fmt(p.get('bound'))}; " if p.get("parts") else "")
                + f"holdout {_fmt(p.get('parent_rate'), True)} -> {_fmt(p.get('candidate_rate'), True)} "
                + (f"on {p.get('holdout_units')} {p.get('unit')}(s) ({p.get('holdout_tasks')} tasks), "
@@ -116,7 +116,7 @@ def summary(out: CycleOutcome) -> Table:
                   if p.get("unit") not in (None, "task") else
                   f"on {p.get('holdout_tasks')} task(s), p {_fmt(p.get('p_value'))}: ")
                + (f"suite {_fmt(p.get('suite_parent_rate'), True)} -> {_fmt(p.get('suite_candidate_rate'), True)} "
-                  f"(p {_fmt(p.get('suite_p_value'))}): " if p.get("suite_tasks") else "")
+                  f"(non-inferiority p {_fmt(p.get('suite_p_value'))}): " if p.get("suite_tasks") else "")
                + (f"in-template {_fmt(p.get('in_template_parent_rate'), True)} -> "
                   f"{_fmt(p.get('in_template_candidate_rate'), True)} (p {_fmt(p.get('in_template_p_value'))}, "
                   "not gated): " if p.get("in_template_tasks") else "")
@@ -147,8 +147,10 @@ def generations_table(res: CyclesOutcome) -> Table:
 
     def part(r: Any, name: str) -> str:
         x = r.parts.get(name)
-        return f"{pair((x['parent_rate'], x['candidate_rate']))}, p {_fmt(x['p_value'])} ({x['units']})" if x \
-            else "-"
+        if not x:
+            return "-"
+        ni = f", non-inferiority p {_fmt(x['ni_p_value'])}" if x.get("ni_p_value") is not None else ""
+        return f"{pair((x['parent_rate'], x['candidate_rate']))}, p {_fmt(x['p_value'])}{ni} ({x['units']})"
 
     t = Table(title="generations (each cycle: parent -> candidate)", title_justify="left")
     for c in ("cycle", "parent -> candidate", "samples by source", "in-skill holdout (new phrasings)",
@@ -160,7 +162,7 @@ def generations_table(res: CyclesOutcome) -> Table:
                   ", ".join(f"{k} {v}" for k, v in r.samples.items()) or "-",
                   part(r, "in_skill"), part(r, "unseen"),
                   f"{pair(r.holdout)}, p {_fmt(r.holdout_p)} ({r.holdout_units} units, {r.rounds} round(s))",
-                  f"{pair(r.suite)}, p {_fmt(r.suite_p)}",
+                  f"{pair(r.suite)}, non-inferiority p {_fmt(r.suite_p)}",
                   f"{pair(r.in_template_pair)}, p {_fmt(r.in_template_p)}" if r.in_template_pair[0] is not None
                   else f"{_fmt(r.in_template, True)} (parent, expand baseline)", str(r.reused),
                   r.verdict or (r.stopped or "-"))

@@ -70,8 +70,12 @@ def part_lines(r: DiffReport) -> list[str]:
     out = []
     for x in rows:
         p = x["ni_p_value"] if x["role"] == "non_inferiority" else x["p_value"]
-        which = (f"one-sided, that {r.b} is worse by more than the margin" if x["role"] == "non_inferiority"
-                 else f"one-sided, that {r.b} is better, clustered on units")
+        which = f"one-sided, that {r.b} is better, clustered on units"
+        if x["role"] == "non_inferiority":
+            lb, lvl = x.get("ni_lower"), x.get("ni_level")
+            which = (f"score test, H0 {r.b} worse by >= the margin, one-sided; lower bound "
+                     f"{'n/a' if lb is None else f'{lb:+.3f}'}, passes below {'n/a' if lvl is None else f'{lvl:.4g}'}"
+                     + ("" if x.get("ni_tie_passes", True) else "; too small to pass a tie"))
         out.append(f"{x['label']} ({role_words(x)}, {x['tasks']} tasks): {r.a} {_pct(x['a_rate'])} "
                    f"({x['a_passes']}/{x['a_trials']}) -> {r.b} {_pct(x['b_rate'])} ({x['b_passes']}/{x['b_trials']}), "
                    f"delta {100 * (x['delta'] or 0):+.1f} pts, p = {'n/a' if p is None else f'{p:.4g}'} ({which})")

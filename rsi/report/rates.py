@@ -9,7 +9,8 @@ from its task.toml alone, once per file version (cached on the file's path, size
 `gate_figures` turns two generations' tallies into the figures the promote gate computes, through the very
 functions it calls (rsi.core.holdout_rates.part_rates and suite_rates, rsi.core.promotion.roles): per holdout part
 (in-skill, unseen-template) the pooled pass rate of each side over the part's tasks both sides counted, the
-per-unit delta and p; and the suite's. A page that shows a part's rate shows that figure.
+per-unit delta and p, and where a part gates non-inferiority its test (lower confidence bound and p against
+the last look's non-inferiority bound); and the suite's. A page that shows a part's rate shows that figure.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rsi.core.holdout_rates import PartRates, SuiteRates, TaskOutcome, part_rates, suite_rates
-from rsi.core.promotion import PART_LABEL, roles
+from rsi.core.promotion import PART_LABEL, look_bounds, roles
 from rsi.store.queries_rates import HOLDOUT_PARTS, PassTally, RateScope, promotion_scope
 
 # An opened workspace (rsi.loop.context.WorkspaceContext or rsi.view.context.ViewContext): .ws, .contract, .reader
@@ -159,14 +160,16 @@ class GateFigures:
             out.append({"part": p.part, "label": f"{PART_LABEL.get(p.part, p.part)} holdout", "role": p.role,
                         "tasks": p.tasks, "units": p.units, "a_passes": pa, "a_trials": na, "b_passes": pb,
                         "b_trials": nb, "a_rate": p.parent if na else None, "b_rate": p.candidate if nb else None,
-                        "delta": p.delta, "p_value": p.p_value, "margin": p.margin, "ni_p_value": p.ni_p_value})
+                        "delta": p.delta, "p_value": p.p_value, "margin": p.margin, "ni_p_value": p.ni_p_value,
+                        "ni_lower": p.ni_lower, "ni_level": p.ni_level, "ni_tie_passes": p.tie_passes})
         if self.suite is not None and self.suite.tasks:
             s = self.suite
             (pa, na), (pb, nb) = self.counts["suite"]["a"], self.counts["suite"]["b"]
             out.append({"part": "suite", "label": "suite", "role": "non_inferiority", "tasks": s.tasks,
                         "units": s.tasks, "a_passes": pa, "a_trials": na, "b_passes": pb, "b_trials": nb,
                         "a_rate": s.parent, "b_rate": s.candidate, "delta": s.delta, "p_value": None,
-                        "margin": s.margin, "ni_p_value": s.p_value})
+                        "margin": s.margin, "ni_p_value": s.p_value, "ni_lower": s.lower, "ni_level": s.level,
+                        "ni_tie_passes": s.tie_passes})
         return out
 
 
@@ -184,13 +187,15 @@ def gate_figures(ctx: Ctx, a: PassTally, b: PassTally) -> GateFigures:
     sup = next(p for p, r in role.items() if r == "superiority")
     have = {o.part_key for arm in (oa, ob) for o in arm.values()}
     present = [p for p in HOLDOUT_PARTS if p in have or (p == sup and have)]
+    level = look_bounds(promo, promo.noninferiority_spending)[-1]  # the last look's non-inferiority bound
     parts = [part_rates(oa, ob, p, role.get(p, "report"),
-                        promo.unseen_margin if role.get(p) == "non_inferiority" else None) for p in present]
+                        promo.unseen_margin if role.get(p) == "non_inferiority" else None, level) for p in present]
     counts = {p: {"a": a.over(b.in_part(p, held)), "b": b.over(b.in_part(p, held))} for p in present}
     suite_names = [n for n in common if a.tasks[n].part == "suite"]
     suite = None
     if suite_names:
-        suite = suite_rates(_outcomes(ctx, a, suite_names), _outcomes(ctx, b, suite_names), promo.suite_margin)
+        suite = suite_rates(_outcomes(ctx, a, suite_names), _outcomes(ctx, b, suite_names), promo.suite_margin,
+                            level)
         counts["suite"] = {"a": a.over(suite_names), "b": b.over(suite_names)}
     return GateFigures(parts, suite, counts)
 

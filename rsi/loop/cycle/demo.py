@@ -38,6 +38,12 @@ DEMO_LOOKS = 2  # promote measures in two rounds and stops after the first when 
 # stops there, for a few points of power (benchmarks/sequential.py) and a final bound of 0.030 instead of 0.048.
 DEMO_SPENDING = "pocock"
 DEMO_HOLDOUT_TEMPLATES = 8  # unseen templates; with 5 (the clustered test's minimum) every one must improve
+# The non-inferiority margins (unseen part, suite) follow from the parts' sizes alone, never from a result
+# (rsi.core.noninferiority.design_margin): the smallest margin at which a candidate truly equal to its parent at
+# the worst rate (0.5) passes the last look with probability DEMO_NI_POWER. The demo's unseen part (8 templates x
+# 4 trials = 32 per arm) and starter suite (16 tasks x 2) get 0.30: a test that can fail and that a candidate
+# no worse than its parent passes; benchmarks/noninferiority.py simulates its type-I error and power there.
+DEMO_NI_POWER = 0.8
 DEMO_IN_SKILL_TEMPLATES = 8  # train templates in held-out phrasings: the in-skill part
 DEMO_BUDGET = 2050  # trials: discover ~1500 (gate ~6 per candidate), expand ~260, promote ~230
 
@@ -74,11 +80,29 @@ def demo_settings(root: Path) -> None:
     for key, value in (("in_template_trials_per_task", DEMO_IN_TEMPLATE),
                        ("in_template_max_tasks", DEMO_IN_TEMPLATE_TASKS), ("looks", DEMO_LOOKS),
                        ("spending", DEMO_SPENDING),
+                       *demo_margins(root, yaml.safe_load(text).get("promotion") or {}).items(),
                        ("validation_fraction", 0)):
         text, n = re.subn(rf"^(  {key}:) \S+", rf"\1 {value}", text, count=1, flags=re.MULTILINE)
         if not n:
             raise ValueError(f"{contract}: promotion.{key} not found to set for the demo")
     write_atomic(contract, text)
+
+
+def demo_margins(root: Path, promotion: dict[str, object]) -> dict[str, float]:
+    """unseen_margin and suite_margin for the demo's shape: design_margin over each part's trials per arm
+    (DEMO_HOLDOUT_TEMPLATES x trials_per_task; the suites' tasks x suite_trials_per_task) at the last look's
+    non-inferiority bound under DEMO_LOOKS."""
+    from rsi.core.contract import Promotion
+    from rsi.core.noninferiority import design_margin
+    from rsi.core.promotion import look_bounds
+
+    promo = Promotion.model_validate({**promotion, "looks": DEMO_LOOKS, "spending": DEMO_SPENDING})
+    level = look_bounds(promo, promo.noninferiority_spending)[-1]
+    suite = sum(1 for s in promo.suites if (root / s).is_dir() for d in (root / s).iterdir() if d.is_dir())
+    out = {"unseen_margin": design_margin(DEMO_HOLDOUT_TEMPLATES * promo.trials_per_task, level, DEMO_NI_POWER)}
+    if suite:
+        out["suite_margin"] = design_margin(suite * promo.suite_trials_per_task, level, DEMO_NI_POWER)
+    return out
 
 
 # `rsi demo --mol`: four adapters on the frozen base. L0 chats and routes; files-like work shares one
@@ -115,4 +139,4 @@ def demo_mol_settings(root: Path) -> str:
 
 __all__ = ["DEMO_BUDGET", "DEMO_FAMILIES", "DEMO_MOL_DOMAINS", "demo_mol_settings",
            "DEMO_GENERATORS", "DEMO_HOLDOUT_TEMPLATES", "DEMO_IN_SKILL_TEMPLATES", "DEMO_IN_TEMPLATE", "DEMO_LEVELS",
-           "DEMO_SPENDING", "DEMO_TRAIN", "demo_request", "demo_settings"]
+           "DEMO_NI_POWER", "DEMO_SPENDING", "DEMO_TRAIN", "demo_margins", "demo_request", "demo_settings"]

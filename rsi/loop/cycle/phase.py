@@ -397,7 +397,8 @@ class _Cycle:
                     in_template_p_value=v.in_template.p_value if v.in_template else None,
                     parts=[{"part": pr.part, "role": pr.role, "tasks": pr.tasks, "units": pr.units,
                             "parent_rate": pr.parent, "candidate_rate": pr.candidate, "p_value": pr.p_value,
-                            "ni_p_value": pr.ni_p_value} for pr in v.parts],
+                            "ni_p_value": pr.ni_p_value, "ni_lower": pr.ni_lower, "ni_level": pr.ni_level}
+                           for pr in v.parts],
                     rounds=v.sequential.rounds_run if v.sequential else 1, bound=v.bound)
         return f"promote stopped: {out.interrupted}" if out.interrupted else None
 

@@ -34,7 +34,7 @@ class GenerationRow:
     holdout_p: float | None = None
     holdout_units: int = 0
     suite: tuple[float | None, float | None] = (None, None)
-    suite_p: float | None = None
+    suite_p: float | None = None  # the suite's non-inferiority p (small: not worse by the margin, shown)
     in_template: float | None = None  # expand's baseline pass rate of the parent on the train split
     # parent -> candidate on the train tasks, measured by promote when the contract asks (never gated)
     in_template_pair: tuple[float | None, float | None] = (None, None)

@@ -6,7 +6,7 @@ held-out phrasings), which the cycle's discover tops up."""
 from __future__ import annotations
 
 from rsi.core.errors import InputError
-from rsi.core.promotion import min_tasks
+from rsi.core.promotion import unit_floor
 from rsi.core.task import HoldoutPart
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.promote.evidence import holdout_tasks, task_unit, train_tasks
@@ -25,7 +25,7 @@ def in_template_count(ctx: WorkspaceContext) -> int:
 def holdout_goal(ctx: WorkspaceContext, target: int | None) -> int:
     """How many holdout units (templates) the cycle's discover tops the split up to: `target`, at least the
     paired test's minimum (below it promote cannot pass); by default that minimum plus one spare."""
-    need = min_tasks(ctx.contract.promotion.alpha)
+    need = unit_floor(ctx.contract.promotion)
     return max(need, target) if target is not None else need + TOP_UP_SPARE
 
 
@@ -44,7 +44,7 @@ def holdout_deficits(ctx: WorkspaceContext, target: int | None,
     """Templates to add to each part. `unseen`: none when it has the paired test's minimum (and `target`),
     else up to the goal (the minimum plus a spare, or the target). `in_skill`: asked for only with
     `in_skill_target` (and held-out phrasings in the contract), up to its goal likewise."""
-    have, need = holdout_part_units(ctx), min_tasks(ctx.contract.promotion.alpha)
+    have, need = holdout_part_units(ctx), unit_floor(ctx.contract.promotion)
     unseen = len(have["unseen"])
     out: dict[HoldoutPart, int] = {"unseen": 0 if unseen >= need and (target is None or unseen >= target)
                                    else max(0, holdout_goal(ctx, target) - unseen), "in_skill": 0}

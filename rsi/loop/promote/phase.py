@@ -15,10 +15,12 @@
    and, when the contract asks (`promotion.in_template_trials_per_task` > 0), for the train tasks once at the
    end: the in-template rate, reported and never gated;
 4. **gates** (rsi.core.promotion): contract major, enough units in the superiority part (in-skill; templates
-   by the contract's `promotion.holdout_unit`), min_delta, the paired test clustered on units against the
-   look's bound, non-inferiority of the unseen-template part and of the suites, per-family regression, infra
-   errors. When the contract majors differ or a gated part has too few units, no trial is run: the gates
-   could not pass whatever they showed;
+   by the contract's `promotion.holdout_unit`, as many as the largest look's bound lets pass), min_delta, the
+   paired test clustered on units against the look's bound, non-inferiority of the unseen-template part and of
+   the suites (the candidate must show it is not worse by the margin: a score test against the look's own
+   bound), per-family regression (a drop beyond the ceiling shown, Holm across families), infra errors. When
+   the contract majors differ or the superiority part has too few units, no trial is run: the gates could not
+   pass whatever they showed;
 5. **decision** (unless --dry-run): pass -> candidate `promoted`, parent `superseded`; fail -> candidate
    `rejected`, the failing gates in the event's reason. Both manifests get the holdout figures as
    headline metrics and are rewritten under generations/ (atomic writes). The verdict (both parts, the
@@ -33,7 +35,7 @@ from typing import Any
 
 from rsi.core.errors import ConfigError, InputError
 from rsi.core.generation import GenerationManifest, GenerationState
-from rsi.core.promotion import PART_LABEL, Gate, PromotionVerdict, holdout_advice, min_tasks, unit_word
+from rsi.core.promotion import PART_LABEL, Gate, PromotionVerdict, holdout_advice, unit_floor, unit_word
 from rsi.core.task import Task
 from rsi.core.trial import is_infra
 from rsi.loop.context import WorkspaceContext
@@ -108,10 +110,11 @@ def _major(version: str) -> int:
 
 
 def _skip_reason(ctx: WorkspaceContext, tasks: list[Task], need: int) -> str | None:
-    """Why no trial can change the verdict: a gated holdout part with fewer units than the paired test needs."""
+    """Why no trial can change the verdict: a superiority part with fewer units than the paired test needs at
+    any look's bound (a non-inferiority part is measured whatever its size: its test says what it shows)."""
     legacy = not any(task_part(t) for t in tasks)
-    for part, (_role, n_units, n_tasks) in part_units(ctx, tasks).items():
-        if n_units < need:
+    for part, (role, n_units, n_tasks) in part_units(ctx, tasks).items():
+        if role == "superiority" and n_units < need:
             which = "" if legacy else f"{PART_LABEL[part]} "
             return (f"{n_units} {which}holdout {unit_word(_label(ctx, tasks), n_units)} ({n_tasks} tasks), fewer "
                     f"than the {need} the paired test needs; no trial run")
@@ -140,7 +143,7 @@ def promote(ctx: WorkspaceContext, req: PromoteRequest, progress: Progress | Non
     seen = held | {t.digest for t in suite}
     in_tpl = spread([t for t in train_tasks(ctx) if t.digest not in seen],
                     promo.in_template_max_tasks) if k_in else []
-    need = min_tasks(promo.alpha)
+    need = unit_floor(promo)
     majors_ok = _major(cand.contract) == _major(parent.contract) == contract.major
     if not majors_ok:
         skipped: str | None = (f"contract majors differ (parent {parent.contract}, candidate {cand.contract}, "
@@ -226,7 +229,7 @@ def _units_gate(g: Gate, ctx: WorkspaceContext, tasks: list[Task], need: int) ->
     unit = _label(ctx, tasks)
     legacy = not any(task_part(t) for t in tasks)
     for part, (role, n_units, n_tasks) in part_units(ctx, tasks).items():
-        if g.name == ("holdout_units" if role == "superiority" else f"{part}_noninferiority"):
+        if role == "superiority" and g.name == "holdout_units":
             what = unit if legacy else f"{PART_LABEL[part]} {unit}"
             return Gate(g.name, f">= {need} {unit_word(what)}", f"{n_units} ({n_tasks} tasks), none measured",
                         False, holdout_advice(n_units, need, what) if n_units < need else "not measured")
@@ -256,8 +259,8 @@ def _headline(v: PromotionVerdict, which: str) -> dict[str, float]:
         out["suite_tasks"] = float(v.suite.tasks)
         if which == "candidate":
             out["suite_delta"] = round(v.suite.delta, 4)
-            if v.suite.p_value is not None:
-                out["suite_p"] = round(v.suite.p_value, 6)
+            if v.suite.p_value is not None:  # non-inferiority: small p shows the suite is not lost
+                out["suite_ni_p"] = round(v.suite.p_value, 6)
     return out
 
 

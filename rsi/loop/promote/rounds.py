@@ -3,7 +3,8 @@
 Round r brings every holdout task to ceil(r * trials_per_task / looks) graded trials per generation (and
 every suite task to ceil(r * suite_trials_per_task / looks)), as one child `run` job per part and round
 (stage `holdout`, `holdout-2`, ...; `suite`, `suite-2`, ...), then looks: the gates are evaluated on the
-first trials per task up to the round's count, with the round's efficacy bound for the significance gate.
+first trials per task up to the round's count, with the round's efficacy bound for the significance gate and
+the round's non-inferiority bound (`noninferiority_spending` over the same looks) for the non-inferiority gates.
 A look stops the promote for a clear gain (every gate passes) or a clear failure (the futility bound);
 otherwise the next round runs; the last look decides. Trials already recorded count at every look, so a
 killed promote resumes its round and re-derives the earlier looks from the same trials (oldest first).
@@ -14,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from rsi.core.generation import GenerationManifest
-from rsi.core.promotion import PromotionVerdict, TaskOutcome, evaluate
-from rsi.core.sequential import Look, SequentialRecord, bounds, decide, schedule, z_of
+from rsi.core.promotion import PromotionVerdict, TaskOutcome, evaluate, look_bounds
+from rsi.core.sequential import Look, SequentialRecord, decide, schedule, z_of
 from rsi.core.task import Task
 from rsi.loop.arms import ArmPlan
 from rsi.loop.context import WorkspaceContext
@@ -42,11 +43,12 @@ class Rounds:
         self.looks = min(promo.looks, promo.trials_per_task)  # every round adds at least one trial per task
         self.sched = schedule(promo.trials_per_task, self.looks)
         self.sched_suite = schedule(promo.suite_trials_per_task, self.looks)
-        self.bounds = (bounds(promo.alpha, tuple(n / promo.trials_per_task for n in self.sched), promo.spending)
-                       if measured else (promo.alpha,))
+        self.bounds = look_bounds(promo) if measured else (promo.alpha,)
+        # the non-inferiority gates' own bounds over the same looks (promo.noninferiority_spending)
+        self.ni_bounds = look_bounds(promo, promo.noninferiority_spending) if measured else (promo.alpha,)
         self.record = SequentialRecord(looks=self.looks, rule=promo.spending, alpha=promo.alpha,
                                        futility_z=promo.futility_z)
-        self.bound = promo.alpha
+        self.bound = self.ni_bound = promo.alpha
         self.want = (0, 0)  # trials per task of the latest look: (holdout, suite)
         self.planned = 0
         self.before: dict[tuple[str, str], int] = {}  # (arm, task digest) -> trials recorded before this promote
@@ -80,7 +82,7 @@ class Rounds:
                     self._use(self.tasks, want[0])
                     self._use(self.suite, want[1])
                     return stop
-            self.want, self.bound = want, self.bounds[r - 1]
+            self.want, self.bound, self.ni_bound = want, self.bounds[r - 1], self.ni_bounds[r - 1]
             self._use(self.tasks, want[0])
             self._use(self.suite, want[1])
             v = self.verdict(parent, cand)
@@ -122,7 +124,8 @@ class Rounds:
         suite = [arm(self.suite, self.want[1], "task", i) for i in (0, 1)]
         v = evaluate(hold[0], hold[1], promo, parent_major=_major(parent.contract),
                      candidate_major=_major(cand.contract), contract_major=ctx.contract.major,
-                     suite=(suite[0], suite[1]), in_template=self.in_out, bound=self.bound)
+                     suite=(suite[0], suite[1]), in_template=self.in_out, bound=self.bound,
+                     ni_bound=self.ni_bound)
         v.sequential = self.record if self.measured else None
         return v
 
