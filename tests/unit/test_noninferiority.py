@@ -85,8 +85,16 @@ def family_shape(tasks: int = DEMO_HOLDOUT_TEMPLATES + DEMO_IN_SKILL_TEMPLATES,
     return [f"f{i % families}" for i in range(tasks)]
 
 
+FamilyRule = Callable[[dict[str, TaskOutcome], dict[str, TaskOutcome], float], bool]  # (parent, cand, ceiling) -> fails
+
+
+def family_test_fails(p: dict[str, TaskOutcome], c: dict[str, TaskOutcome], ceiling: float) -> bool:
+    return not family_gate(family_rates(p, c, sorted(p), ceiling, ALPHA), ceiling, ALPHA).passed
+
+
 def simulate_family(drops: dict[str, float], *, ceiling: float = CEILING, lo: float = 0.1, hi: float = 0.6,
-                    runs: int = 1000, seed: int = 5, fams: list[str] | None = None, trials: int = TRIALS) -> float:
+                    runs: int = 1000, seed: int = 5, fams: list[str] | None = None, trials: int = TRIALS,
+                    rule: FamilyRule = family_test_fails) -> float:
     """Share of runs in which the family_regression gate fails. Each task its own template (as the demo's
     holdout), parent rate ~ U(lo, hi), the candidate's lower by its family's drop (`*`: every family)."""
     rng = np.random.default_rng(seed)
@@ -99,7 +107,7 @@ def simulate_family(drops: dict[str, float], *, ceiling: float = CEILING, lo: fl
         can = (rng.random((len(fams), trials)) < np.clip(base - drop, 0, 1)[:, None]).sum(axis=1)
         p = {f"t{i}": TaskOutcome(f"t{i}", f, int(par[i]), trials, unit=f"u{i}") for i, f in enumerate(fams)}
         c = {f"t{i}": TaskOutcome(f"t{i}", f, int(can[i]), trials, unit=f"u{i}") for i, f in enumerate(fams)}
-        failed += not family_gate(family_rates(p, c, sorted(p), ceiling, ALPHA), ceiling, ALPHA).passed
+        failed += rule(p, c, ceiling)
     return failed / runs
 
 
