@@ -1,68 +1,106 @@
-"""Write docs/cli.md from the Typer app itself, so `rsi --help` and the CLI reference cannot disagree.
+"""Write docs/cli.md from what `rsi ... --help` prints, so the CLI reference is exactly what users see.
 
     python3 scripts/gen_cli_docs.py          # write docs/cli.md
-    python3 scripts/gen_cli_docs.py --check  # exit 1 when docs/cli.md is out of date (tests/unit/test_docs.py)
+    python3 scripts/gen_cli_docs.py --check  # exit 1 when docs/cli.md differs from the live --help (test_docs.py)
+
+Each command's section is its `--help` as the shell shows it (Typer's rich layout, no colour, 100 columns),
+captured through the same Click objects and the same formatter, so a help text that misleads (`--json <bool>`)
+shows up here too, and the check fails on any difference.
 """
 
 from __future__ import annotations
 
-import inspect
 import sys
 from pathlib import Path
 from typing import Any
 
 import typer
+import typer.rich_utils
+from typer.testing import CliRunner
 
 from rsi.cli.app import app
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
+WIDTH = 100
 
+# the grammar every command follows (tests/unit/test_cli_grammar.py checks it): spelling, meaning, where
+GRAMMAR_ROWS = [
+    ("`-w`, `--workspace DIR`", "the workspace root (default: `$RSI_HOME`, else the nearest `rsi.yaml` upwards)",
+     "before or after the command name, on every command that reads a workspace; `rsi init DIR` and "
+     "`rsi demo --dir DIR` are the same as `-w DIR` there"),
+    ("`-n`, `--concurrency N`", "trials at a time", "run, discover, expand, promote, cycle"),
+    ("`-k`, `--attempts K`", "attempts per task (discover, cycle: probe attempts per candidate)",
+     "run, discover, expand, cycle"),
+    ("`--candidates N`", "how many candidate tasks discover generates", "discover, cycle"),
+    ("`-c`, `--candidate PATCH`", "a harness-config patch to try", "expand"),
+    ("`-a`, `--agent NAME`", "who attempts the tasks; `rsi run` asks for it (or `--harness`)", "run"),
+    ("`-g`, `--generator NAME`", "a task generator", "discover, cycle"),
+    ("`--json`", "print the listing or the result as JSON (a flag: it takes no value)",
+     "every command but `view`, `model serve` and `sandbox build-base`"),
+    ("`--report-to NAME`", "send params, metrics and artifacts to trackers",
+     "run, discover, expand, update, promote, cycle, demo"),
+    ("`--resume JOB`", "finish a stopped job", "run, discover, expand, promote, cycle, demo"),
+    ("`--budget X`", "stop when this much is spent (`--unit`: trials, tokens or minutes on run and expand; "
+     "trials elsewhere)", "run, discover, expand, cycle, demo"),
+]
 
-def _ctx(cmd: Any, title: str = "") -> Any:
-    return cmd.context_class(cmd, info_name=title, terminal_width=100, max_content_width=100)
+GRAMMAR = (
+    "## The grammar\n\nEvery command spells the same thing the same way (tests/unit/test_cli_grammar.py walks "
+    "every command and checks):\n\n| spelling | means | where |\n|---|---|---|\n"
+    + "".join(f"| {a} | {b} | {c} |\n" for a, b, c in GRAMMAR_ROWS)
+    + """
+Counts of things have long names (`--candidates`, `--attempts`, `--proposals`, `--cycles`); a short flag means one
+thing everywhere. Boolean options are flags (`--json`, `--dry-run`) or `--x/--no-x` pairs (`--html/--no-html`).
+
+Old spellings that still work for one release, each printing one `deprecated:` line on stderr:
+`rsi discover --n N` and `rsi cycle --n N` (now `--candidates N`). Gone: `rsi cycle -c N` (`-c` is expand's
+`--candidate`; use `-n N`). `rsi run` without `--agent` (or `--harness`, or `--resume`) is refused: it used to
+run the reference solutions (`oracle`) when nothing was said.
+""")
 
 
 def _subs(cmd: Any) -> list[tuple[str, Any]]:
     """A group's commands, asked by name as the shell does (Typer vendors its own click, so no isinstance)."""
     if not hasattr(cmd, "list_commands"):
         return []
-    ctx = _ctx(cmd)
+    ctx = cmd.context_class(cmd, info_name="rsi")
     found = [(n, cmd.get_command(ctx, n)) for n in cmd.list_commands(ctx)]
     return sorted((n, c) for n, c in found if c is not None and not c.hidden)
 
 
-def _walk(cmd: Any, path: list[str]) -> list[tuple[list[str], Any]]:
+def walk(cmd: Any = None, path: list[str] | None = None) -> list[tuple[list[str], Any]]:
+    """Every command of the app, the root first, as (["rsi", ...], click command)."""
+    cmd = typer.main.get_command(app) if cmd is None else cmd
+    path = path or ["rsi"]
     out = [(path, cmd)]
     for name, sub in _subs(cmd):
-        out += _walk(sub, [*path, name])
+        out += walk(sub, [*path, name])
     return out
 
 
-def _help(cmd: Any, ctx: Any, title: str) -> str:
-    """click's plain-text layout: usage, the docstring, arguments, options, commands (Typer's rich layout prints
-    to the terminal instead of returning text)."""
-    f = ctx.make_formatter()
-    f.write_usage(title, " ".join(cmd.collect_usage_pieces(ctx)))
-    if cmd.help:
-        f.write_paragraph()
-        f.write_text(inspect.cleandoc(cmd.help))
-    params = cmd.get_params(ctx)
-    args = [(p.name or "", getattr(p, "help", None) or "") for p in params if p.param_type_name == "argument"]
-    opts = [r for p in params if p.param_type_name == "option" and (r := p.get_help_record(ctx)) is not None]
-    subs = [(n, c.get_short_help_str(limit=300)) for n, c in _subs(cmd)]
-    for head, rows in (("Arguments", [(n.upper(), h) for n, h in args]), ("Options", opts), ("Commands", subs)):
-        if rows:
-            with f.section(head):
-                f.write_dl(rows)
-    return f.getvalue().rstrip()
+def live_help(path: list[str]) -> str:
+    """What `rsi ... --help` prints, at WIDTH columns and without colour (trailing spaces dropped)."""
+    ru = typer.rich_utils
+    saved = ru.MAX_WIDTH, ru.FORCE_TERMINAL, ru.COLOR_SYSTEM
+    ru.MAX_WIDTH, ru.FORCE_TERMINAL, ru.COLOR_SYSTEM = WIDTH, False, None
+    try:
+        res = CliRunner().invoke(app, [*path[1:], "--help"], prog_name="rsi", env={"COLUMNS": str(WIDTH)})
+    finally:
+        ru.MAX_WIDTH, ru.FORCE_TERMINAL, ru.COLOR_SYSTEM = saved
+    if res.exit_code != 0:
+        raise SystemExit(f"{' '.join(path)} --help exited {res.exit_code}: {res.output}")
+    lines = [line.rstrip() for line in res.output.splitlines()]
+    while lines and not lines[0]:
+        lines.pop(0)
+    return "\n".join(lines).rstrip()
 
 
 def render() -> str:
-    root = typer.main.get_command(app)
-    parts = ["# CLI reference\n\n<!-- generated by scripts/gen_cli_docs.py from the Typer app; do not edit -->\n"]
-    for path, cmd in _walk(root, ["rsi"]):
+    parts = ["# CLI reference\n\n<!-- generated by scripts/gen_cli_docs.py from `rsi ... --help`; do not edit -->\n\n",
+             GRAMMAR]
+    for path, _cmd in walk():
         title = " ".join(path)
-        parts.append(f"\n## `{title}`\n\n```text\n{_help(cmd, _ctx(cmd, title), title)}\n```\n")
+        parts.append(f"\n## `{title}`\n\n```text\n{live_help(path)}\n```\n")
     return "".join(parts)
 
 
@@ -70,7 +108,8 @@ def main() -> int:
     text = render()
     if "--check" in sys.argv:
         if not OUT.is_file() or OUT.read_text() != text:
-            print(f"{OUT} is out of date: run python3 scripts/gen_cli_docs.py", file=sys.stderr)
+            print(f"{OUT} differs from what `rsi ... --help` prints: run python3 scripts/gen_cli_docs.py",
+                  file=sys.stderr)
             return 1
         return 0
     OUT.write_text(text)

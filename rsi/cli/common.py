@@ -11,12 +11,38 @@ from pathlib import Path
 from typing import Any
 
 import typer
+import typer.core
 from rich.console import Console
 
 from rsi.core.errors import RsiError
 
 console = Console()
 err_console = Console(stderr=True)
+
+
+def _flags_take_no_value() -> None:
+    """Typer's rich help prints an option's type beside it, a boolean flag's too (`--json <bool>`, `--help -h
+    <bool>`), as if it took a value (`--json true` is refused); its plain help leaves flags bare, and so does
+    this. A repeatable option or argument shows the type of one value (`--gen <str>`, not `<list[str]>`, which
+    reads as if it took a list)."""
+    for cls in (typer.core.TyperOption, typer.core.TyperArgument):
+        if getattr(cls.display_type_rich, "_rsi_flags", False):
+            continue
+        shown = cls.display_type_rich
+
+        def display_type_rich(self: Any, ctx: Any, shown: Any = shown) -> str | None:
+            if getattr(self, "is_flag", False) or getattr(self, "count", False):
+                return None
+            label = shown(self, ctx)
+            if label and self.metavar is None and label.startswith("<list[") and label.endswith("]>"):
+                label = "<" + label[len("<list["):-len("]>")] + ">"
+            return label
+
+        display_type_rich._rsi_flags = True  # type: ignore[attr-defined]
+        cls.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_take_no_value()
 
 
 @contextmanager
@@ -35,6 +61,34 @@ def errors() -> Iterator[None]:
         err_console.print(f"[bold red]error:[/] internal error: {type(e).__name__}: {e} (traceback in {log})",
                           highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
+
+
+def _set_workspace(ctx: typer.Context, value: Path | None) -> Path | None:
+    """`-w` after the command name: the same as before it (the root context holds the workspace)."""
+    if value is not None:
+        root = ctx.find_root()
+        if not isinstance(root.obj, dict):
+            root.obj = {}
+        root.obj["workspace"] = value
+    return value
+
+
+WORKSPACE_HELP = "Workspace root (default: $RSI_HOME, else the nearest rsi.yaml upwards)."
+# every command that reads a workspace takes `-w/--workspace` after its name too (`rsi jobs list -w DIR`); the
+# value lands where the global option's does, so commands read it with workspace_root(ctx) either way
+WorkspaceOpt = typer.Option("--workspace", "-w", help=WORKSPACE_HELP, callback=_set_workspace, expose_value=False,
+                            show_default=False)
+
+
+def deprecated(old: str, new: str) -> Any:
+    """A hidden option spelled the old way: it still works for one release and says once what replaces it."""
+    def warn(value: Any) -> Any:
+        if value is not None:
+            err_console.print(f"[yellow]deprecated:[/] {old} is now {new}; {old} goes in the next release",
+                              highlight=False, soft_wrap=True)
+        return value
+
+    return typer.Option(old, hidden=True, callback=warn, help=f"Deprecated: {new}.")
 
 
 def workspace_root(ctx: typer.Context) -> Path | None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from rsi.cli.common import console, errors, workspace_root
+from rsi.cli.common import WorkspaceOpt, console, errors, print_json, workspace_root
 
 app = typer.Typer(help="Harness configs.", no_args_is_help=True)
 
@@ -19,6 +19,9 @@ def check(
     contract: Annotated[
         Path | None, typer.Option("--contract", help="Contract file (default: the workspace's contract).")
     ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON (a refusal is still one line "
+                                           "on stderr and exit 2).")] = False,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Refuse a config that loosens any contract limit or names a tool the substrate lacks."""
     from rsi.core.errors import InputError
@@ -37,6 +40,9 @@ def check(
             field, _, msg = problems[0].partition(": ")
             extra = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise InputError(str(file), field, msg + extra)
+    if json_out:
+        print_json({"file": str(file), "ok": True, "name": cfg.name, "digest": cfg.digest(), "hcp": c.hcp})
+        return
     console.print(f"[green]ok[/] {file}: '{cfg.name}' digest {cfg.digest()[:12]} satisfies HCP {c.hcp}")
 
 
@@ -44,11 +50,12 @@ def check(
 def list_configs(
     ctx: typer.Context,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Every harness config a trial or generation used, by digest (content-addressed)."""
     from rich.table import Table
 
-    from rsi.cli.common import open_context, print_json
+    from rsi.cli.common import open_context
 
     with errors():
         rows = open_context(ctx).store.list_configs()
@@ -68,12 +75,20 @@ def list_configs(
 def show_config(
     ctx: typer.Context,
     digest: Annotated[str, typer.Argument(help="A config digest (or a unique prefix).")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the config and its provenance as JSON.")] = False,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Print a stored harness config as the canonical YAML it ran under."""
     from rsi.cli.common import open_context
 
     with errors():
         row = open_context(ctx).store.get_config(digest)
+    if json_out:
+        import yaml
+
+        print_json({"digest": row.digest, "name": row.name, "origin": row.origin, "parent": row.parent_digest,
+                    "source": row.source, "config": yaml.safe_load(row.canonical_yaml)})
+        return
     typer.echo(f"# {row.name}  digest {row.digest}  origin {row.origin}" + (f"  parent {row.parent_digest}"
                                                                               if row.parent_digest else ""))
     typer.echo(row.canonical_yaml, nl=False)

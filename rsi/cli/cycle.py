@@ -14,7 +14,9 @@ from rich.table import Table
 from rsi.cli.common import (
     AddressOpt,
     ExecutorOpt,
+    WorkspaceOpt,
     console,
+    deprecated,
     err_console,
     errors,
     open_context,
@@ -229,14 +231,14 @@ def _report(wctx: Any, out: CycleOutcome, json_out: bool, html: bool) -> Path | 
     return path
 
 
-def _exit(out: CycleOutcome, root: Path, json_out: bool) -> None:
+def _exit(out: CycleOutcome, root: Path, json_out: bool, again: str | None = None) -> None:
     """0 when the cycle finished (a candidate promoted or rejected, or no candidate to make); 130 after
-    Ctrl-C, 3 when a phase stopped early; both print how to resume."""
+    Ctrl-C, 3 when a phase stopped early; both print how to resume (`again`: the command that does)."""
     ph = out.phases
     if out.stopped and ph.get("update", {}).get("status") != "no_candidate":
         if not json_out:
-            err_console.print(f"resume with `rsi -w {root} cycle --resume {out.job_id}`", highlight=False,
-                              soft_wrap=True)
+            err_console.print(f"resume with `{again or f'rsi -w {root} cycle --resume {out.job_id}'}`",
+                              highlight=False, soft_wrap=True)
         raise typer.Exit(130 if "interrupted" in out.stopped else 3)
 
 
@@ -246,7 +248,7 @@ def cycle(
                                           "phases (printed before it starts).")] = 200,
     resume: Annotated[str | None, typer.Option("--resume", help="Finish cycle job JOB: finished phases are "
                                                "skipped, the unfinished one resumes.")] = None,
-    n: Annotated[int, typer.Option("--n", help="Discover: candidates to generate.")] = 6,
+    candidates: Annotated[int, typer.Option("--candidates", help="Discover: candidates to generate.")] = 6,
     generator: Annotated[list[str] | None, typer.Option(
         "--generator", "-g", help="Discover: generator by name; repeat (default: every procedural family).")] = None,
     level: Annotated[list[int] | None, typer.Option(
@@ -258,7 +260,7 @@ def cycle(
     backend: Annotated[str, typer.Option("--backend", help="Update: export | command | local")] = "local",
     command: Annotated[str | None, typer.Option("--command", help="Update: the command backend's template.")] = None,
     steps: Annotated[int | None, typer.Option("--steps", help="Update: optimiser steps.")] = None,
-    concurrency: Annotated[int, typer.Option("-n", "-c", "--concurrency", help="Trials at a time.")] = 2,
+    concurrency: Annotated[int, typer.Option("-n", "--concurrency", help="Trials at a time.")] = 2,
     seed: Annotated[int | None, typer.Option(
         "--seed", help="Discover's base seed (default: above every earlier discover or cycle seed in this "
                        "workspace, so each cycle draws new candidates).")] = None,
@@ -270,6 +272,8 @@ def cycle(
     report_to: Annotated[list[str] | None, ReportToOpt] = None,
     executor: Annotated[str | None, ExecutorOpt] = None,
     address: Annotated[str | None, AddressOpt] = None,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
+    old_n: Annotated[int | None, deprecated("--n", "--candidates")] = None,
 ) -> None:
     """Run discover -> expand -> update -> promote for the current generation, under one budget per cycle."""
     from rsi.loop.cycle.phase import CycleRequest
@@ -277,8 +281,8 @@ def cycle(
     with errors():
         wctx = open_context(ctx)
         use_executor(wctx, executor, address)
-        req = CycleRequest(budget=budget, resume=resume, n=n, generators=list(generator or []),
-                           levels=list(level or []), attempts=attempts,
+        req = CycleRequest(budget=budget, resume=resume, n=candidates if old_n is None else old_n,
+                           generators=list(generator or []), levels=list(level or []), attempts=attempts,
                            expand_attempts=expand_attempts, proposals=proposals, backend=backend,
                            command=command, steps=steps, concurrency=concurrency, seed=seed)
         tracked = CycleTracking.open(wctx, report_to)
@@ -300,17 +304,27 @@ def _clear(directory: Path, created: bool) -> None:
 
 
 def demo(
-    directory: Annotated[Path, typer.Option("--dir", help="The fresh workspace to create.")] = Path("rsi-demo"),
+    ctx: typer.Context,
+    directory: Annotated[Path | None, typer.Option(
+        "--dir", help="The fresh workspace to create (the same as -w; default: rsi-demo).", show_default=False)
+    ] = None,
     budget: Annotated[float, typer.Option("--budget", help="Trials per cycle, all phases (most are cheap "
                                           "controls and replays, no model call).")] = 2050,
     cycles: Annotated[int, typer.Option("--cycles", help="Cycles to run, each on the generation the one before "
                                         "promoted.")] = 1,
+    resume: Annotated[str | None, typer.Option(
+        "--resume", help="Finish demo cycle JOB in its workspace (--dir or -w): finished phases are skipped, the "
+                         "unfinished one resumes, the rest run with the demo's settings.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
     report_to: Annotated[list[str] | None, ReportToOpt] = None,
     mol: Annotated[bool, typer.Option("--mol", help="Mixture-of-LoRA: the candidate holds four adapters (L0 chat + "
                                       "router, three specialists by family), gated on routing accuracy too.")] = False,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """One cycle on a fresh workspace with the embedded model, sized for a 2-core machine; writes the HTML report."""
+    import dataclasses
+
+    from rsi.cli.common import workspace_root
     from rsi.core.errors import InputError
     from rsi.loop.context import WorkspaceContext
     from rsi.loop.cycle.demo import demo_request, demo_settings
@@ -320,24 +334,36 @@ def demo(
     t0 = time.monotonic()
     with errors():
         CycleTracking.check(report_to)
-        if directory.exists() and any(directory.iterdir()):
-            raise InputError(str(directory), None, "exists and is not empty; the demo makes a fresh workspace "
-                                                   "(choose another --dir)")
-        created = not directory.exists()
-        init_workspace(directory, starter_tasks=False)  # discover makes the demo's tasks, at the frontier
-        demo_settings(directory)
-        if mol:
-            from rsi.loop.cycle.demo import demo_mol_settings
+        other = workspace_root(ctx)
+        if directory is not None and other is not None and directory.resolve() != other.resolve():
+            raise InputError("--dir", None, f"{directory} and -w {other} name two workspaces; give one")
+        directory = directory or other or Path("rsi-demo")
+        if resume:
+            if not (directory / "rsi.yaml").is_file():
+                raise InputError("--resume", None, f"{directory} is not a workspace (no rsi.yaml); name the demo's "
+                                                   "with --dir")
+            wctx = WorkspaceContext.open(directory)
+            req = dataclasses.replace(demo_request(budget), resume=resume)
+        else:
+            if directory.exists() and any(directory.iterdir()):
+                raise InputError(str(directory), None, "exists and is not empty; the demo makes a fresh workspace "
+                                                       "(choose another --dir, or finish a stopped demo with "
+                                                       "--resume JOB)")
+            created = not directory.exists()
+            init_workspace(directory, starter_tasks=False)  # discover makes the demo's tasks, at the frontier
+            demo_settings(directory)
+            if mol:
+                from rsi.loop.cycle.demo import demo_mol_settings
 
-            demo_mol_settings(directory)
-        wctx = WorkspaceContext.open(directory)
-        req = demo_request(budget)
-        try:
-            plan_split(wctx, budget, req.discover_share, req.holdout_target)  # refused before anything is left behind
-        except InputError:
-            wctx.store.close()
-            _clear(directory, created)
-            raise
+                demo_mol_settings(directory)
+            wctx = WorkspaceContext.open(directory)
+            req = demo_request(budget)
+            try:
+                plan_split(wctx, budget, req.discover_share, req.holdout_target)  # refused before anything is left
+            except InputError:
+                wctx.store.close()
+                _clear(directory, created)
+                raise
         if not json_out:
             err_console.print(f"demo workspace: {directory.resolve()}", highlight=False)
         tracked = CycleTracking.open(wctx, report_to)
@@ -349,4 +375,4 @@ def demo(
     if not json_out and not out.stopped:
         console.print(f"demo wall time: {time.monotonic() - t0:.0f} s; continue with "
                       f"`rsi -w {directory} cycle`", highlight=False)
-    _exit(out, directory, json_out)
+    _exit(out, directory, json_out, f"rsi demo --dir {directory} --resume {out.job_id}")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from rsi.cli.common import console, errors, open_context, print_json
+from rsi.cli.common import WorkspaceOpt, console, errors, open_context, print_json
 from rsi.core.errors import InputError
 
 FORMATS = ("term", "md", "html", "json")
@@ -21,15 +21,21 @@ def diff(
     ctx: typer.Context,
     a: Annotated[str, typer.Argument(help="The older generation (e.g. the parent).")],
     b: Annotated[str, typer.Argument(help="The newer generation (e.g. the candidate).")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="term | md | html | json")] = "term",
+    fmt: Annotated[str | None, typer.Option("--format", "-f", help="term | md | html | json (default: term; "
+                                             "json: the same as --json).", show_default=False)] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the report here (html default: "
                                              ".rsi/reports/diff-A-B.html).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON (--format json).")] = False,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Config, adapter, contract, per-task flips, family rates, attribution shift and spend between A and B."""
     from rsi.report.diff import build_diff, default_out
     from rsi.store.files import write_atomic
 
     with errors():
+        if json_out and fmt not in (None, "json"):
+            raise InputError("--format", None, f"'{fmt}' and --json ask for two formats; give one")
+        fmt = "json" if json_out else fmt or "term"
         if fmt not in FORMATS:
             raise InputError("--format", None, f"'{fmt}' is not one of {', '.join(FORMATS)}")
         wctx = open_context(ctx)

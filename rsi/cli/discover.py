@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
-from rsi.cli.common import console, err_console, errors, open_context, print_json
+from rsi.cli.common import WorkspaceOpt, console, deprecated, err_console, errors, open_context, print_json
 from rsi.cli.progress import TrialBar, progress
+from rsi.cli.tracking import ReportToOpt, close_tracking, open_tracking, track_phase
 from rsi.core.errors import InputError
 from rsi.loop.hooks import DiscoverHooks
 from rsi.loop.hooks import Progress as RunProgress
@@ -56,7 +57,8 @@ def _band(text: str | None) -> tuple[float, float] | None:
 
 def discover(
     ctx: typer.Context,
-    n: Annotated[int, typer.Option("--n", help="Candidates to generate (with --holdout-only: holdout ones).")] = 10,
+    candidates: Annotated[int, typer.Option(
+        "--candidates", help="Candidates to generate (with --holdout-only: holdout ones).")] = 10,
     generator: Annotated[list[str] | None, typer.Option(
         "--generator", "-g",
         help="Generator by name; repeat for several (default: files, text, data, logs, pyfix, pipeline; "
@@ -74,7 +76,7 @@ def discover(
                                      "of it take their probed siblings' pooled rate for the band (default: probe "
                                      "every candidate).")] = None,
     train_templates: Annotated[bool, typer.Option(
-        "--train-templates", help="Aim the N candidates at the train templates in turn (spread evenly, train "
+        "--train-templates", help="Aim the candidates at the train templates in turn (spread evenly, train "
                                   "phrasings) instead of drawing templates at random.")] = False,
     difficulty: Annotated[int | None, typer.Option(
         "--difficulty", help="Difficulty level for procedural generators (default: each family's curriculum level).")
@@ -90,7 +92,7 @@ def discover(
     concurrency: Annotated[int, typer.Option("-n", "--concurrency", help="Trials at a time.")] = 2,
     holdout_only: Annotated[bool, typer.Option(
         "--holdout-only", help="Top up the sealed holdout split: candidates of holdout templates (those the holdout "
-                               "lacks first), admitted on validity alone; --n counts them.")
+                               "lacks first), admitted on validity alone; --candidates counts them.")
     ] = False,
     part: Annotated[str, typer.Option(
         "--part", help="With --holdout-only, the holdout part to top up: unseen (templates never trained on, any "
@@ -101,6 +103,9 @@ def discover(
                           "and move each family's difficulty level.")] = False,
     resume: Annotated[str | None, typer.Option("--resume", help="Finish discover job JOB.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    report_to: Annotated[list[str] | None, ReportToOpt] = None,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
+    old_n: Annotated[int | None, deprecated("--n", "--candidates")] = None,
 ) -> None:
     """Generate candidate tasks, admit only valid ones at the generation's frontier, and split them.
 
@@ -121,19 +126,26 @@ def discover(
             raise InputError("--part", None, f"'{part}' is not one of: unseen, in_skill")
         wctx = open_context(ctx)
         bnd = _band(band)
-        with progress(json_out) as bars:
-            hooks = _Hooks(bars, json_out)
-            if reprobe:
-                rep = run_reprobe(wctx, generation=gen, attempts=attempts, band=bnd, budget=budget,
-                                  concurrency=concurrency, stage_progress=hooks.stage)
-            else:
-                req = DiscoverRequest(n=n, generators=list(generator or []), families=list(family or []),
-                                      generation=gen, band=bnd, attempts=attempts, budget=budget, resume=resume,
-                                      holdout_only=holdout_only, part=part,  # type: ignore[arg-type]
-                                      difficulty=difficulty, levels=list(level or []),
-                                      seed=seed, concurrency=concurrency, probe_per_template=probe_per_template,
-                                      train_templates=train_templates)
-                out = run_discover(wctx, req, hooks)
+        tracking = None if reprobe else open_tracking(wctx, report_to)
+        try:
+            with progress(json_out) as bars:
+                hooks = _Hooks(bars, json_out)
+                if reprobe:
+                    rep = run_reprobe(wctx, generation=gen, attempts=attempts, band=bnd, budget=budget,
+                                      concurrency=concurrency, stage_progress=hooks.stage)
+                else:
+                    req = DiscoverRequest(n=candidates if old_n is None else old_n, generators=list(generator or []),
+                                          families=list(family or []), generation=gen, band=bnd, attempts=attempts,
+                                          budget=budget, resume=resume,
+                                          holdout_only=holdout_only, part=part,  # type: ignore[arg-type]
+                                          difficulty=difficulty, levels=list(level or []),
+                                          seed=seed, concurrency=concurrency, probe_per_template=probe_per_template,
+                                          train_templates=train_templates)
+                    out = run_discover(wctx, req, hooks)
+                    if tracking is not None:
+                        track_phase(tracking, wctx, "discover", _Tracked(out), gen or wctx.generation(None).id)
+        finally:
+            close_tracking(tracking, json_out)
     if reprobe:
         _render_reprobe(rep, json_out)
         return
@@ -150,18 +162,32 @@ def _exit_code(reason: str) -> int:
     return 130 if "interrupted" in reason else 3
 
 
+def _json(out) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    return {
+        "job": out.job_id, "interrupted": out.interrupted, "reason": out.reason, "wall_sec": out.wall_sec,
+        "plan": out.plan,
+        "candidates": [{"name": c.name, "generator": c.generator, "family": c.family, "template": _template(c),
+                        "difficulty": c.difficulty,
+                        "seed": c.seed, "state": c.state, "reason": c.reason, "detail": c.detail,
+                        "split": c.split, "probe_pass_rate": c.probe_pass_rate, "probe_trials": c.probe_trials,
+                        "task_digest": c.task_digest, "evidence": c.evidence} for c in out.candidates],
+    }
+
+
+class _Tracked:
+    """The discover outcome as the trackers read a phase's (its JSON, the job id, whether it stopped early)."""
+
+    def __init__(self, out) -> None:  # type: ignore[no-untyped-def]
+        self.job_id, self.interrupted, self._json = out.job_id, out.interrupted, _json(out)
+
+    def as_json(self) -> dict[str, Any]:
+        return self._json
+
+
 def _render(out, json_out: bool) -> None:  # type: ignore[no-untyped-def]
     cands: list[CandidateRow] = out.candidates
     if json_out:
-        print_json({
-            "job": out.job_id, "interrupted": out.interrupted, "reason": out.reason, "wall_sec": out.wall_sec,
-            "plan": out.plan,
-            "candidates": [{"name": c.name, "generator": c.generator, "family": c.family, "template": _template(c),
-                            "difficulty": c.difficulty,
-                            "seed": c.seed, "state": c.state, "reason": c.reason, "detail": c.detail,
-                            "split": c.split, "probe_pass_rate": c.probe_pass_rate, "probe_trials": c.probe_trials,
-                            "task_digest": c.task_digest, "evidence": c.evidence} for c in cands],
-        })
+        print_json(_json(out))
         return
     admitted = [c for c in cands if c.state == "admitted"]
     console.print(f"[bold]{out.job_id}[/]  generated {len(cands)}, admitted {len(admitted)}, "

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import Progress
 from rich.table import Table
 
-from rsi.cli.common import console, err_console, errors, open_context, print_json
+from rsi.cli.common import WorkspaceOpt, console, err_console, errors, open_context, print_json
 from rsi.cli.progress import TrialBar, progress
 from rsi.cli.tracking import ReportToOpt, close_tracking, open_tracking, track_phase
 from rsi.core.errors import InputError
@@ -81,6 +82,7 @@ def expand(
     resume: Annotated[str | None, typer.Option("--resume", help="Continue an expand job.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
     report_to: Annotated[list[str] | None, ReportToOpt] = None,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Expansion: baseline, attribution, config search under a budget, the adopted config."""
     from rsi.core.errors import InputError
@@ -182,6 +184,7 @@ def attribution(
     gen: Annotated[str | None, typer.Option("--gen", help="Generation (default: all).")] = None,
     task: Annotated[str | None, typer.Option("--task", help="Only this task (name).")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Attribution verdicts (model / task / config / infra) with their evidence."""
     with errors():

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 import yaml
 
-from rsi.cli.common import console, errors, open_context, print_json
+from rsi.cli.common import WorkspaceOpt, console, errors, open_context, print_json
 
 app = typer.Typer(help="Generations: model-harness pairs and their lineage.", no_args_is_help=True)
 
@@ -16,6 +17,7 @@ app = typer.Typer(help="Generations: model-harness pairs and their lineage.", no
 def list_generations(
     ctx: typer.Context,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """List every registered generation."""
     with errors():
@@ -57,6 +59,7 @@ def show(
     ctx: typer.Context,
     gen: Annotated[str | None, typer.Argument(help="Generation id (default: the current one).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Show a generation's manifest."""
     with errors():

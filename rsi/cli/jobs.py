@@ -11,6 +11,7 @@ from rich.table import Table
 from rsi.cli.common import (
     AddressOpt,
     ExecutorOpt,
+    WorkspaceOpt,
     console,
     err_console,
     errors,
@@ -20,6 +21,7 @@ from rsi.cli.common import (
     use_executor,
 )
 from rsi.cli.progress import TrialBar, progress
+from rsi.cli.tracking import ReportToOpt, close_tracking, open_tracking, track_run
 
 jobs_app = typer.Typer(help="Jobs: list and show.", no_args_is_help=True)
 
@@ -34,9 +36,12 @@ def run(
     paths: Annotated[list[Path] | None, typer.Argument(help="Task directories or directories of tasks.")] = None,
     agent: Annotated[
         str | None,
-        typer.Option("--agent", "-a", help="oracle | nop | harness | oracle-replay (the reference as harness "
-                                            "turns) | hinted (the model with a hint) (default: oracle, or the "
-                                            "job's on --resume)"),
+        typer.Option("--agent", "-a", help="Who attempts the tasks (required, except with --harness or --resume): "
+                                            "harness (the model through the generation's harness) | oracle (the "
+                                            "reference solution) | nop (does nothing) | oracle-replay (the "
+                                            "reference as harness turns) | hinted (the model with a hint) | "
+                                            "known_wrong (a discovery candidate's wrong solution). On --resume: "
+                                            "the job's."),
     ] = None,
     variant: Annotated[
         str | None,
@@ -64,26 +69,37 @@ def run(
     unit: Annotated[str, typer.Option("--unit", help="Budget unit: trials | tokens | minutes.")] = "trials",
     resume: Annotated[str | None, typer.Option("--resume", help="Finish the unfinished trials of JOB.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
+    report_to: Annotated[list[str] | None, ReportToOpt] = None,
     executor: Annotated[str | None, ExecutorOpt] = None,
     address: Annotated[str | None, AddressOpt] = None,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Run every arm x task x K attempts in Docker sandboxes, N at a time, and summarise per arm.
 
     An arm is (agent, generation, harness config): `--gen A --gen B` or `--config X --config Y` run
     side by side on the same tasks. Exit 0 whatever the rewards; 130 on Ctrl-C; 3 when the job
     stopped on repeated endpoint or daemon failures."""
+    from rsi.core.errors import InputError
     from rsi.loop.run import RunRequest, run_job
     from rsi.report.jobs import job_json
 
     with errors():
+        if agent is None and not harness and not resume:
+            raise InputError("--agent", None, "say who attempts the tasks: harness (the model) | oracle | nop | "
+                                              "oracle-replay | hinted | known_wrong")
         wctx = open_context(ctx)
         configs = list(config or []) + [harness_config_file(wctx, name) for name in harness or []]
         req = RunRequest(paths=list(paths or []), agent=agent or ("harness" if harness else None), variant=variant,
                          attempts=k, concurrency=n, generations=list(gen or []), configs=configs, resume=resume,
                          budget=budget, budget_unit=unit)
         use_executor(wctx, executor, address)
-        with progress(json_out) as bars:
-            outcome = run_job(wctx, req, TrialBar(bars, "trials"))
+        tracking = open_tracking(wctx, report_to)
+        try:
+            with progress(json_out) as bars:
+                outcome = run_job(wctx, req, TrialBar(bars, "trials"))
+            track_run(tracking, wctx, outcome.job, outcome.trials, outcome.interrupted)
+        finally:
+            close_tracking(tracking, json_out)
     if json_out:
         print_json(job_json(outcome.job, outcome.trials))
     else:
@@ -136,6 +152,7 @@ def list_jobs(
                                            "cycle jobs (their stages).")] = False,
     limit: Annotated[int, typer.Option("--limit", help="How many, newest first.")] = 50,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """List recent jobs: runs and phase jobs (discover, expand, promote, cycle) with the trials under them."""
     from rsi.report.jobs import status_text
@@ -187,6 +204,7 @@ def show_job(
     ctx: typer.Context,
     job: Annotated[str, typer.Argument(help="Job id.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Show a job's summary (the same as at the end of `rsi run`)."""
     from rsi.report.jobs import job_json

@@ -9,7 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rsi.cli.common import console, err_console, errors, open_context, print_json
+from rsi.cli.common import WorkspaceOpt, console, err_console, errors, open_context, print_json
 from rsi.cli.tracking import ReportToOpt, close_tracking, generation_params_of, open_tracking
 
 
@@ -36,6 +36,7 @@ def promote(
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
     html: Annotated[bool, typer.Option("--html/--no-html", help="Write the HTML diff report (gates first).")] = True,
     report_to: Annotated[list[str] | None, ReportToOpt] = None,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Evaluate GEN and its parent on the sealed holdout; promote GEN only if every gate passes."""
     from rsi.loop.promote.phase import PromoteRequest
@@ -125,6 +126,7 @@ def _write_report(wctx: Any, parent: str, candidate: str, quiet: bool) -> Path |
 def rollback(
     ctx: typer.Context,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Re-promote the generation the current one replaced; the current one becomes rejected."""
     from rsi.loop.promote.phase import rollback as run_rollback

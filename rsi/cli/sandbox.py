@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from rsi.cli.common import AddressOpt, ExecutorOpt, console, errors, print_json, workspace_root
+from rsi.cli.common import AddressOpt, ExecutorOpt, WorkspaceOpt, console, errors, print_json, workspace_root
 
 app = typer.Typer(help="Sandbox images and leftovers.", no_args_is_help=True)
 
@@ -26,6 +27,7 @@ def build_base(
         str | None,
         typer.Option("--suite", help="Release codename: for --as (default: the tag's), or alone: rsi-base:SUITE."),
     ] = None,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Build the local base image (Debian minbase + python3) with debootstrap and `docker import`.
 
@@ -89,6 +91,7 @@ def gc(
     ] = False,
     executor: Annotated[str | None, ExecutorOpt] = None,
     address: Annotated[str | None, AddressOpt] = None,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Remove the rsi containers and snapshot images of this workspace's jobs that are not running
     (`--executor ray`: on every slot node of the cluster, each through its own Docker daemon)."""

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from rsi.cli.common import console, errors, print_json, workspace_root
+from rsi.cli.common import WorkspaceOpt, console, errors, print_json, workspace_root
 from rsi.store.paths import Workspace
 
 app = typer.Typer(help="Read and check Harbor-format tasks.", no_args_is_help=True)
@@ -32,6 +32,7 @@ def list_(
     ] = None,
     split: Annotated[str | None, typer.Option("--split", help="train | holdout.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """List tasks with family, template, split, difficulty, state, generator, probe pass rate and digest."""
     from rsi.core.errors import InputError
@@ -98,16 +99,49 @@ def _task_rows(ctx: typer.Context) -> dict[str, Any]:
     return {r.digest: r for r in wctx.store.task_rows()}
 
 
+def task_dir(ctx: typer.Context, given: Path) -> Path:
+    """A task as the user names it: a directory (relative paths against -w first when -w is given, else the
+    current directory first, then the workspace root), or a name as `rsi tasks list` prints it (a task of the
+    workspace's tasks/, else a discovery candidate the database knows). Unresolved: the path as given, so loading
+    it names the missing file."""
+    import tomllib
+
+    explicit = workspace_root(ctx)
+    if given.is_absolute():
+        return given
+    ws = Workspace.locate(explicit)
+    roots = [ws.root, Path.cwd()] if explicit is not None else [Path.cwd(), ws.root]
+    for r in roots:
+        if (r / given / "task.toml").is_file():
+            return r / given
+    name = str(given)
+    if (ws.tasks_dir / name / "task.toml").is_file():
+        return ws.tasks_dir / name
+    for toml in sorted(ws.tasks_dir.rglob("task.toml")) if ws.tasks_dir.is_dir() else []:
+        try:
+            if tomllib.loads(toml.read_text()).get("task", {}).get("name") == name:
+                return toml.parent
+        except (OSError, tomllib.TOMLDecodeError):
+            continue
+    for row in _task_rows(ctx).values():
+        if row.name == name and row.path and (Path(row.path) / "task.toml").is_file():
+            return Path(row.path)
+    return roots[0] / given
+
+
 @app.command()
 def show(
-    path: Annotated[Path, typer.Argument(help="A task directory.")],
+    ctx: typer.Context,
+    task: Annotated[Path, typer.Argument(
+        help="A task's name as `rsi tasks list` prints it, or its directory (relative: against -w when given).")],
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Show one task: its instruction, limits and metadata."""
     from rsi.store.files import load_task
 
     with errors():
-        t = load_task(path)
+        t = load_task(task_dir(ctx, task))
     if json_out:
         print_json(t.model_dump(mode="json"))
         return
@@ -122,13 +156,22 @@ def show(
 
 
 @app.command()
-def validate(ctx: typer.Context, paths: PathsArg = None) -> None:
+def validate(
+    ctx: typer.Context,
+    paths: PathsArg = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
+) -> None:
     """Check that tasks parse and have every required file. Exit 2 on the first bad one; writes nothing."""
     from rsi.store.files import load_tasks
 
     with errors():
         tasks = load_tasks(_paths(ctx, paths))
     missing = [t.name for t in tasks if not t.has_solution]
+    if json_out:
+        print_json({"valid": len(tasks), "tasks": [{"name": t.name, "path": t.path, "digest": t.digest,
+                                                    "has_solution": t.has_solution} for t in tasks]})
+        return
     console.print(f"[green]{len(tasks)} task(s) valid[/]")
     for name in missing:
         console.print(f"[yellow]note:[/] {name} has no solution/solve.sh (the oracle cannot run it)")
@@ -141,6 +184,7 @@ def import_(
     fmt: Annotated[str | None, typer.Option("--format", help="tb1 | harbor (default: detected).")] = None,
     into: Annotated[Path | None, typer.Option("--into", help="Destination (default: the workspace's tasks/).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Convert Terminal-Bench 1 tasks to Harbor format (or copy Harbor tasks), checked, with their origin."""
     from rsi.core.errors import InputError

@@ -1,5 +1,6 @@
 """`--report-to`: the commands' side of the trackers (rsi.track). The cycle's hooks open one run per cycle and a
-nested run per phase as the phases end; `rsi expand|update|promote` on their own report one run each. What is
+nested run per phase as the phases end; `rsi discover|expand|update|promote` on their own, and `rsi run`, report
+one run each. What is
 sent comes from the outcomes the loop already returns; a tracker's failure is one warning, never an exit."""
 
 from __future__ import annotations
@@ -143,4 +144,29 @@ def track_phase(session: Any, wctx: Any, name: str, outcome: Any, generation: st
     session.run(str(job), f"{name} {job}", rec, status=status)
 
 
-__all__ = ["CycleTracking", "ReportToOpt", "close_tracking", "generation_params_of", "open_tracking", "track_phase"]
+def track_run(session: Any, wctx: Any, job: Any, trials: list[Any], interrupted: bool = False) -> None:
+    """`rsi run`: one run with the job's settings as params and, per arm and for the job, pass@1, pass@k, trials
+    and infra errors (arm i's figures under `arm<i>/`, its label in param `arm<i>`)."""
+    if session is None:
+        return
+    from rsi.report.jobs import summarize
+    from rsi.track.base import RunRecord
+
+    s = summarize(job, trials)
+    rec = RunRecord(params={"run_job": job.id, "agent": job.agent, "attempts": s.k, "arms": len(s.arms),
+                            "generation": job.generation or "none"},
+                    tags={"rsi.kind": "run", "counts": s.counts})
+    rec.metric("pass_at_1", s.pass_at_1)
+    rec.metric("pass_at_k", s.pass_at_k)
+    rec.metric("trials", s.trials)
+    rec.metric("infra_errors", s.infra_errors)
+    for i, a in enumerate(s.arms, 1):
+        rec.params[f"arm{i}"] = a.label
+        rec.metric(f"arm{i}/pass_at_1", a.pass_at_1)
+        rec.metric(f"arm{i}/pass_at_k", a.pass_at_k)
+        rec.metric(f"arm{i}/trials", a.trials)
+    session.run(str(job.id), f"run {job.id}", rec, status="KILLED" if interrupted else "FINISHED")
+
+
+__all__ = ["CycleTracking", "ReportToOpt", "close_tracking", "generation_params_of", "open_tracking", "track_phase",
+           "track_run"]

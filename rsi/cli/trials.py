@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from rsi.cli.common import console, errors, open_context, print_json
+from rsi.cli.common import WorkspaceOpt, console, errors, open_context, print_json
 
 app = typer.Typer(help="Trials: results and trajectories.", no_args_is_help=True)
 
@@ -19,6 +19,7 @@ def list_trials(
     ctx: typer.Context,
     job: Annotated[str, typer.Argument(help="Job id.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """List the trials of a job."""
     with errors():
@@ -52,6 +53,7 @@ def show(
     ctx: typer.Context,
     trial: Annotated[str, typer.Argument(help="Trial id (or a unique prefix).")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the trial's result as JSON.")] = False,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Show a trial's result and render its trajectory."""
     with errors():

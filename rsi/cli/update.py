@@ -9,7 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rsi.cli.common import console, err_console, errors, open_context, print_json, workspace_root
+from rsi.cli.common import WorkspaceOpt, console, err_console, errors, open_context, print_json, workspace_root
 from rsi.cli.tracking import ReportToOpt, close_tracking, open_tracking, track_phase
 
 
@@ -49,6 +49,7 @@ def update(
                           "train nothing.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
     report_to: Annotated[list[str] | None, ReportToOpt] = None,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Update: select accepted trajectories, train a LoRA revision, register a candidate generation."""
     from rsi.loop.update.phase import UpdateRequest, run_update

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from rsi.cli.common import console, errors, workspace_root
+from rsi.cli.common import WorkspaceOpt, console, errors, workspace_root
 from rsi.core.errors import ConfigError
 
 
@@ -19,6 +20,7 @@ def view(
     port: Annotated[int, typer.Option("--port", "-p", help="Port to listen on (0: any free port).")] = 8000,
     host: Annotated[str, typer.Option("--host", help="Address to listen on (127.0.0.1: this machine only).")]
     = "127.0.0.1",
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Serve a local web viewer over this workspace: generations and their gates, jobs, trials (filters, search),
     every step of a trajectory, a task x generation grid with step-aligned diffs, and the diff report. The store is

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from rsi.cli.common import AddressOpt, ExecutorOpt, console, errors, print_json, workspace_root
+from rsi.cli.common import AddressOpt, ExecutorOpt, WorkspaceOpt, console, errors, print_json, workspace_root
 
 
 def register(app: typer.Typer) -> None:
@@ -17,22 +20,55 @@ def register(app: typer.Typer) -> None:
 
 
 def init(
-    directory: Annotated[Path, typer.Argument(help="Where to make the workspace.")] = Path("."),
+    ctx: typer.Context,
+    directory: Annotated[Path | None, typer.Argument(
+        help="Where to make the workspace (the same as -w; default: the current directory).", show_default=False)
+    ] = None,
     no_tasks: Annotated[bool, typer.Option("--no-tasks", help="Do not copy the starter tasks.")] = False,
     harness: Annotated[str | None, typer.Option(
         "--harness", help="The harness config gen-0000 pairs with (harness_configs/NAME.yaml; e.g. mini-swe, an "
                           "external agent behind the recording gateway). Default: default.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the workspace and gen-0000 as JSON.")] = False,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
-    """Make a workspace (contract, harness config, tasks, generations, .rsi/rsi.db) and register gen-0000."""
+    """Make a workspace (contract, harness config, tasks, generations, .rsi/rsi.db) and register gen-0000.
+
+    On failure the directory is left as it was."""
+    from rsi.core.errors import InputError
     from rsi.loop.init import init_workspace
 
     with errors():
-        m = init_workspace(directory, starter_tasks=not no_tasks, harness=harness)
+        other = workspace_root(ctx)
+        if directory is not None and other is not None and directory.resolve() != other.resolve():
+            raise InputError(str(directory), None, f"and -w {other} name two workspaces; give one")
+        directory = directory or other or Path(".")
+        with _undone_on_failure(directory):
+            m = init_workspace(directory, starter_tasks=not no_tasks, harness=harness)
+    if json_out:
+        print_json({"workspace": str(directory.resolve()), "generation": m.model_dump(mode="json")})
+        return
     console.print(f"workspace ready at [bold]{directory.resolve()}[/]")
     console.print(
         f"{m.id}: base {m.base_model.id}, harness config {m.harness_config.name} "
         f"({m.harness_config.digest[:12]}), contract {m.contract}"
     )
+
+
+@contextmanager
+def _undone_on_failure(directory: Path) -> Iterator[None]:
+    """What a failed init made goes again: the directory when it was not there, else the entries it added (an
+    existing workspace's own files are never touched)."""
+    existed = directory.exists()
+    before = set(directory.iterdir()) if directory.is_dir() else set()
+    try:
+        yield
+    except BaseException:
+        if not existed and directory.is_dir():
+            shutil.rmtree(directory, ignore_errors=True)
+        elif directory.is_dir():
+            for p in set(directory.iterdir()) - before:
+                shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink()
+        raise
 
 
 def doctor(
@@ -44,6 +80,7 @@ def doctor(
     no_start: Annotated[bool, typer.Option("--no-start", help="Do not start the embedded model server.")] = False,
     executor: Annotated[str | None, ExecutorOpt] = None,
     address: Annotated[str | None, AddressOpt] = None,
+    _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """Check the Docker daemon, the base image, the DB and the model endpoint; print the fix for each gap.
     With the `ray` executor also the cluster: its slots, and each node's daemon, base image and endpoint."""

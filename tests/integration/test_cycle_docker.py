@@ -73,7 +73,7 @@ def test_cycle_runs_every_phase_and_reports(tmp_path: Path) -> None:
     for i in range(5):
         _holdout(tasks, i)
 
-    r = rsi("cycle", "--budget", "32", "--n", "1", "-g", "text", "-k", "1", "--proposals", "0", "--steps", "2",
+    r = rsi("cycle", "--budget", "32", "--candidates", "1", "-g", "text", "-k", "1", "--proposals", "0", "--steps", "2",
             "-n", "2", "--json")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
     out = json.loads(r.stdout)

@@ -124,7 +124,8 @@ def test_discover_with_the_embedded_model_admits_frontier_tasks_into_both_splits
                                     env=env, capture_output=True, text=True, timeout=1100)
     assert run("init", str(root)).returncode == 0
     before = {p.name for p in (root / "tasks").iterdir()}
-    r = run("discover", "--n", "3", "-g", "data", "-g", "pyfix", "-g", "logs", "-k", "2", "--seed", "4", "--json")
+    r = run("discover", "--candidates", "3", "-g", "data", "-g", "pyfix", "-g", "logs", "-k", "2", "--seed", "4",
+            "--json")
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout)
     admitted = [c for c in out["candidates"] if c["state"] == "admitted"]

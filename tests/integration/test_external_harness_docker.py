@@ -124,7 +124,7 @@ def test_cycle_with_mini_swe_trains_on_the_served_ids_and_samples_the_trained_ad
     for i in range(5):  # five holdout units: the fewest the paired test measures
         _holdout(root / "tasks", i)
 
-    r = _rsi(root, env, "cycle", "--budget", "24", "--n", "1", "-g", "text", "-k", "1", "--proposals", "0",
+    r = _rsi(root, env, "cycle", "--budget", "24", "--candidates", "1", "-g", "text", "-k", "1", "--proposals", "0",
              "--steps", "2", "-n", "2", "--json")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
     out = json.loads(r.stdout)

@@ -131,8 +131,8 @@ def test_a_driver_without_the_clusters_token_is_told_so(cluster: RayCluster, ws:
     cluster is up and the token settings must match, not "start it with `ray start`"."""
     tasks = make_tasks(tmp_path, 1, prefix="a")
     env = {k: v for k, v in _env().items() if not k.startswith("RAY_AUTH")}
-    r = subprocess.run([sys.executable, "-m", "rsi", "-w", str(ws), "run", *map(str, tasks), "--executor", "ray",
-                        "--address", cluster.address],
+    r = subprocess.run([sys.executable, "-m", "rsi", "-w", str(ws), "run", *map(str, tasks), "--agent", "oracle",
+                        "--executor", "ray", "--address", cluster.address],
                        capture_output=True, text=True, timeout=300, env={**env, "RAY_AUTH_MODE": "disabled"})
     assert r.returncode == 1, (r.stdout, r.stderr)
     last = r.stderr.strip().splitlines()[-1]
@@ -141,7 +141,8 @@ def test_a_driver_without_the_clusters_token_is_told_so(cluster: RayCluster, ws:
 
 def test_trials_spread_over_both_nodes_each_recorded_once(cluster: RayCluster, ws: Path, tmp_path: Path) -> None:
     tasks = make_tasks(tmp_path, 4, prefix="s", solve=SLEEP_OK.format(s=1))
-    r = _rsi(ws, "run", *map(str, tasks), "--executor", "ray", "--address", cluster.address, "--json")
+    r = _rsi(ws, "run", *map(str, tasks), "--agent", "oracle", "--executor", "ray", "--address", cluster.address,
+             "--json")
     assert r.returncode == 0, r.stderr
     trials = _trials(ws, _job(ws)["id"])
     assert len(trials) == 4 and len({t["id"] for t in trials}) == 4
@@ -157,8 +158,8 @@ def test_trials_spread_over_both_nodes_each_recorded_once(cluster: RayCluster, w
 
 def test_node_loss_reruns_lost_trials_on_the_other_node(cluster: RayCluster, ws: Path, tmp_path: Path) -> None:
     tasks = make_tasks(tmp_path, 4, prefix="n", solve=SLEEP_OK.format(s=6))
-    driver = subprocess.Popen([sys.executable, "-m", "rsi", "-w", str(ws), "run", *map(str, tasks), "--executor",
-                               "ray", "--address", cluster.address], env=_env(), text=True,
+    driver = subprocess.Popen([sys.executable, "-m", "rsi", "-w", str(ws), "run", *map(str, tasks), "--agent",
+                               "oracle", "--executor", "ray", "--address", cluster.address], env=_env(), text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     victim = cluster.workers[0]
     try:
@@ -204,8 +205,8 @@ def test_resume_after_the_driver_is_killed(cluster: RayCluster, ws: Path, tmp_pa
     tasks = make_tasks(tmp_path, 4, prefix="r", solve=SLEEP_OK.format(s=2))
     with sqlite3.connect(ws / ".rsi" / "rsi.db") as db:
         before = {r[0] for r in db.execute("SELECT id FROM jobs")}
-    driver = subprocess.Popen([sys.executable, "-m", "rsi", "-w", str(ws), "run", *map(str, tasks), "--executor",
-                               "ray", "--address", cluster.address], env=_env(), text=True,
+    driver = subprocess.Popen([sys.executable, "-m", "rsi", "-w", str(ws), "run", *map(str, tasks), "--agent",
+                               "oracle", "--executor", "ray", "--address", cluster.address], env=_env(), text=True,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 180
@@ -266,8 +267,8 @@ def test_cycle_end_to_end_on_the_cluster(cluster: RayCluster, tmp_path: Path) ->
                       instruction=f"Create the file /app/{w}.txt containing the word {w}.\n")
         (d / "task.toml").write_text((d / "task.toml").read_text().replace(
             "difficulty = 1\n", 'difficulty = 1\nsplit = "holdout"\n'))
-    r = subprocess.run([sys.executable, "-m", "rsi", "-w", str(root), "cycle", "--budget", "16", "--n", "1", "-g",
-                        "text", "-k", "1", "--proposals", "0", "--steps", "1", "--no-html", "--json"],
+    r = subprocess.run([sys.executable, "-m", "rsi", "-w", str(root), "cycle", "--budget", "16", "--candidates", "1",
+                        "-g", "text", "-k", "1", "--proposals", "0", "--steps", "1", "--no-html", "--json"],
                        env=env, capture_output=True, text=True, timeout=1200)
     (tmp_path / "cycle-out.json").write_text(r.stdout)  # what the cycle said, kept with the test's tmp dir
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]

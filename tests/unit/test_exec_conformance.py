@@ -65,5 +65,5 @@ def test_executor_chosen_in_rsi_yaml_or_on_the_command_line(workspace: Any) -> N
     s = WorkspaceSettings.model_validate({"executor": {"name": "ray", "address": "head:6379"}})
     assert (s.executor.name, s.executor.address) == ("ray", "head:6379")
     assert WorkspaceSettings().executor.name == "local"
-    r = CliRunner().invoke(app, ["-w", str(workspace.ws.root), "run", "x", "--executor", "slurm"])
+    r = CliRunner().invoke(app, ["-w", str(workspace.ws.root), "run", "x", "--agent", "oracle", "--executor", "slurm"])
     assert r.exit_code == 2 and "unknown executor 'slurm'; known: local, ray" in r.output

@@ -53,7 +53,8 @@ def test_rsi_yaml_cannot_select_the_fake(workspace: WorkspaceContext, tmp_path: 
     settings.write_text(settings.read_text().replace("provider: docker", "provider: fake"))
     make_tasks(tmp_path / "tasks", 1)
     code = "import sys; from rsi.cli.app import main; sys.argv[0] = 'rsi'; main()"
-    r = subprocess.run([sys.executable, "-c", code, "-w", str(workspace.ws.root), "run", str(tmp_path / "tasks")],
+    r = subprocess.run([sys.executable, "-c", code, "-w", str(workspace.ws.root), "run", str(tmp_path / "tasks"),
+                        "--agent", "oracle"],
                        capture_output=True, text=True)
     assert r.returncode == 2, r.stderr
     assert "unknown sandbox provider 'fake'; known: docker" in r.stderr
