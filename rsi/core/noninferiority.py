@@ -66,21 +66,6 @@ class MarginTest:
         """H0 rejected at `level`: non-inferiority shown (greater) or a regression shown (less)."""
         return self.p_value is not None and self.p_value < self.level
 
-    @property
-    def bound_word(self) -> str:
-        return "lower" if self.direction == "greater" else "upper"
-
-    def line(self) -> str:
-        """The test, the bound and the p-value in one phrase."""
-        if self.p_value is None:
-            return "no unit measured in both arms"
-        pct = f"{100 * (1 - self.level):.4g}%"
-        cb = "n/a" if self.confidence_bound is None else f"{self.confidence_bound:+.3f}"
-        h0 = (f"H0 worse by >= {self.margin:.3f}" if self.direction == "greater"
-              else f"H0 drop <= {self.margin:.3f}")
-        return (f"delta {self.delta:+.3f}, one-sided {pct} {self.bound_word} bound {cb}, p = {self.p_value:.4g} "
-                f"({h0}; clustered score test over {self.units} units, {self.trials[0]}+{self.trials[1]} trials)")
-
 
 def effective_trials(trials: Sequence[int]) -> float:
     """A unit's effective trials for the variance of its mean per-task rate: T^2 / sum_t 1/n_t."""
@@ -197,19 +182,6 @@ def holm(p_values: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
-def tie_trials(margin: float, level: float, rate: float = 0.5) -> int:
-    """The fewest graded trials per arm with which a candidate that ties its parent at `rate` shows
-    non-inferiority within `margin` at `level` (equal units, model variance): how big a part must be."""
-    if margin <= 0:
-        return 0
-    crit = _NORMAL.inv_cdf(1 - level)
-    for n in range(1, 100_000):
-        u = [UnitCounts(rate, rate, float(n), float(n))]
-        if _z(u, 0.0, -margin) >= crit:
-            return n
-    return 100_000
-
-
 def design_margin(trials: float, level: float, power: float = 0.8, rate: float = 0.5) -> float:
     """The smallest margin (in hundredths, rounded up) at which a candidate truly equal to its parent at `rate`
     (0.5: the worst case, no result needed) passes the non-inferiority test with probability `power`, with
@@ -226,4 +198,4 @@ def design_margin(trials: float, level: float, power: float = 0.8, rate: float =
 
 
 __all__ = ["Direction", "MarginTest", "UnitCounts", "confidence_bound", "design_margin", "effective_trials", "holm",
-           "margin_test", "restricted_rates", "tie_trials"]
+           "margin_test", "restricted_rates"]

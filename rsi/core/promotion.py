@@ -153,7 +153,7 @@ def unit_floor(promotion: Promotion) -> int:
 
 def ni_phrase(margin: float, level: float) -> str:
     """The non-inferiority gate's threshold: the test and the bound it must clear."""
-    return f"lower {100 * (1 - level):.4g}% bound > -{margin:.3f} (p < {level:.4g}, H0 worse by >= {margin:.3f})"
+    return f"lower {100 * (1 - level):.3g}% bound > -{margin:.3f} (p < {level:.4g}, H0 worse by >= {margin:.3f})"
 
 
 def part_line(pr: PartRates, unit: str) -> str:
