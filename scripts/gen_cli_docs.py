@@ -50,10 +50,13 @@ GRAMMAR = (
     + "".join(f"| {a} | {b} | {c} |\n" for a, b, c in GRAMMAR_ROWS)
     + """
 Counts of things have long names (`--candidates`, `--attempts`, `--proposals`, `--cycles`); a short flag means one
-thing everywhere. Boolean options are flags (`--json`, `--dry-run`) or `--x/--no-x` pairs (`--html/--no-html`).
+thing everywhere. A boolean that is off by default is a flag, which takes no value (`--json`, `--dry-run`); one
+that is on by default is a `--x/--no-x` pair (`--html/--no-html`, `init --tasks/--no-tasks`, `doctor
+--start/--no-start`).
 
 Old spellings that still work for one release, each printing one `deprecated:` line on stderr:
-`rsi discover --n N` and `rsi cycle --n N` (now `--candidates N`). Gone: `rsi cycle -c N` (`-c` is expand's
+`rsi discover --n N` and `rsi cycle --n N` (now `--candidates N`), `rsi expand --no-fewshot` (now
+`--fewshot 0`). Gone: `rsi cycle -c N` (`-c` is expand's
 `--candidate`; use `-n N`). `rsi run` without `--agent` (or `--harness`, or `--resume`) is refused: it used to
 run the reference solutions (`oracle`) when nothing was said.
 """)

@@ -81,9 +81,10 @@ WorkspaceOpt = typer.Option("--workspace", "-w", help=WORKSPACE_HELP, callback=_
 
 
 def deprecated(old: str, new: str) -> Any:
-    """A hidden option spelled the old way: it still works for one release and says once what replaces it."""
+    """A hidden option spelled the old way (a flag when the parameter is a bool): it still works for one release and
+    says once what replaces it."""
     def warn(value: Any) -> Any:
-        if value is not None:
+        if value not in (None, False):
             err_console.print(f"[yellow]deprecated:[/] {old} is now {new}; {old} goes in the next release",
                               highlight=False, soft_wrap=True)
         return value

@@ -9,7 +9,7 @@ import typer
 from rich.progress import Progress
 from rich.table import Table
 
-from rsi.cli.common import WorkspaceOpt, console, err_console, errors, open_context, print_json
+from rsi.cli.common import WorkspaceOpt, console, deprecated, err_console, errors, open_context, print_json
 from rsi.cli.progress import TrialBar, progress
 from rsi.cli.tracking import ReportToOpt, close_tracking, open_tracking, track_phase
 from rsi.core.errors import InputError
@@ -50,8 +50,7 @@ def expand(
     proposals: Annotated[int, typer.Option("--proposals", help="Reflective proposals to ask for.")] = 2,
     fewshot: Annotated[int, typer.Option("--fewshot", help="Demonstrations per few-shot candidate, drawn from this "
                                          "generation's passing train trajectories (the baseline's, else the "
-                                         "passes the search finds).")] = 2,
-    no_fewshot: Annotated[bool, typer.Option("--no-fewshot", help="No few-shot candidates.")] = False,
+                                         "passes the search finds); 0: no few-shot candidates.")] = 2,
     explore: Annotated[int, typer.Option("--explore", help="Attempts the search gives each candidate on each unsolved "
                                          "task at most, one round of looks at a time (the model samples: a second "
                                          "attempt can pass where the first missed; 1 for greedy decoding).")] = 3,
@@ -83,6 +82,7 @@ def expand(
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
     report_to: Annotated[list[str] | None, ReportToOpt] = None,
     _workspace: Annotated[Path | None, WorkspaceOpt] = None,
+    no_fewshot: Annotated[bool, deprecated("--no-fewshot", "--fewshot 0")] = False,
 ) -> None:
     """Expansion: baseline, attribution, config search under a budget, the adopted config."""
     from rsi.core.errors import InputError

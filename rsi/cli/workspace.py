@@ -24,7 +24,7 @@ def init(
     directory: Annotated[Path | None, typer.Argument(
         help="Where to make the workspace (the same as -w; default: the current directory).", show_default=False)
     ] = None,
-    no_tasks: Annotated[bool, typer.Option("--no-tasks", help="Do not copy the starter tasks.")] = False,
+    tasks: Annotated[bool, typer.Option("--tasks/--no-tasks", help="Copy the starter tasks into tasks/.")] = True,
     harness: Annotated[str | None, typer.Option(
         "--harness", help="The harness config gen-0000 pairs with (harness_configs/NAME.yaml; e.g. mini-swe, an "
                           "external agent behind the recording gateway). Default: default.")] = None,
@@ -43,7 +43,7 @@ def init(
             raise InputError(str(directory), None, f"and -w {other} name two workspaces; give one")
         directory = directory or other or Path(".")
         with _undone_on_failure(directory):
-            m = init_workspace(directory, starter_tasks=not no_tasks, harness=harness)
+            m = init_workspace(directory, starter_tasks=tasks, harness=harness)
     if json_out:
         print_json({"workspace": str(directory.resolve()), "generation": m.model_dump(mode="json")})
         return
@@ -77,7 +77,8 @@ def doctor(
         list[Path] | None, typer.Argument(help="Task directories: also check the base images their FROM lines name.")
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
-    no_start: Annotated[bool, typer.Option("--no-start", help="Do not start the embedded model server.")] = False,
+    start: Annotated[bool, typer.Option("--start/--no-start", help="Start the embedded model server to check it "
+                                        "(when the generation uses it).")] = True,
     executor: Annotated[str | None, ExecutorOpt] = None,
     address: Annotated[str | None, AddressOpt] = None,
     _workspace: Annotated[Path | None, WorkspaceOpt] = None,
@@ -87,7 +88,7 @@ def doctor(
     from rsi.loop.doctor import run_checks
 
     with errors():
-        checks = run_checks(workspace_root(ctx), start_model=not no_start, task_paths=list(paths or []),
+        checks = run_checks(workspace_root(ctx), start_model=start, task_paths=list(paths or []),
                             executor=executor, address=address)
     if json_out:
         print_json([c.__dict__ for c in checks])

@@ -61,7 +61,7 @@ def _trials(ws: Path, job: str) -> list[tuple[Any, ...]]:
 
 def test_expand_killed_mid_search_then_resumed_from_the_cli(ws: Path) -> None:
     api = docker.from_env().api
-    proc = start_rsi(ws, "expand", "--budget", "60", "-k", "1", "--proposals", "0", "--no-fewshot", "--json")
+    proc = start_rsi(ws, "expand", "--budget", "60", "-k", "1", "--proposals", "0", "--fewshot", "0", "--json")
     job = str(wait_for("the expand job", lambda: (db_rows(ws, "SELECT id FROM jobs WHERE kind='expand'")
                                                    or [[None]])[0][0], proc))
     base = db_rows(ws, "SELECT harness_config_digest FROM generations WHERE id='gen-0000'")[0][0]

@@ -91,6 +91,18 @@ def test_counts_have_long_names() -> None:
         assert any("--candidates" in o.opts for o in _options(cmd)), name
 
 
+def test_booleans_are_flags_or_pairs() -> None:
+    """A boolean off by default is a flag (`--json`); one on by default is a `--x/--no-x` pair (`--html/--no-html`);
+    no lone `--no-x`."""
+    for name, cmd in LEAVES:
+        for opt in _options(cmd):
+            if not opt.is_bool_flag or opt.hidden or opt.opts == ["--help"] or "-h" in opt.opts:
+                continue
+            assert not any(f.startswith("--no-") for f in opt.opts), f"{name}: lone {opt.opts}"
+            if opt.default:
+                assert opt.secondary_opts, f"{name}: {opt.opts} is on by default and has no --no- spelling"
+
+
 def test_every_command_that_prints_a_result_takes_json() -> None:
     missing = [n for n, c in LEAVES if n not in NO_JSON and not any("--json" in o.opts for o in _options(c))]
     assert missing == []

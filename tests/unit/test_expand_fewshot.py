@@ -163,7 +163,10 @@ def test_the_cli_takes_fewshot_and_no_fewshot(ctx: WorkspaceContext) -> None:
     r = CliRunner().invoke(app, ["-w", str(ctx.ws.root), "expand", "--fewshot", "-1", "--budget", "30"])
     assert r.exit_code == 2 and "--fewshot" in r.output
     r = CliRunner().invoke(app, ["-w", str(ctx.ws.root), "expand", "--help"])
-    assert "--no-fewshot" in r.output and "--fewshot" in r.output
+    assert "--fewshot" in r.output and "no few-shot" in r.output
+    assert "--no-fewshot" not in r.output  # deprecated: still taken, with one line saying `--fewshot 0`
+    r = CliRunner().invoke(app, ["-w", str(ctx.ws.root), "expand", "--no-fewshot", "--hints", "x"])
+    assert r.exit_code == 2 and "--hints" in r.stderr and "deprecated: --no-fewshot is now --fewshot 0" in r.stderr
 
 
 def test_fewshot_is_bootstrapped_from_a_pass_the_search_found(ctx: WorkspaceContext,
