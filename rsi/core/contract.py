@@ -94,12 +94,17 @@ class Acceptance(_Strict):
 # template differ in names and data only, so a holdout split by task measures whether a template was learnt;
 # split by template, no template has tasks on both sides and the holdout measures transfer to unseen ones.
 HoldoutUnit = Literal["task", "template", "family"]
-# The two parts of the sealed holdout (a task's `[metadata.rsi] holdout_part`) and what each may gate:
+# The parts of the sealed holdout and what each may gate: `in_skill` and `unseen` (a task's `[metadata.rsi]
+# holdout_part`) and `no_forgetting` (every in-skill task an earlier cycle drew: rsi.core.holdout_parts);
 # `superiority` (the candidate must be better: min_delta and the one-sided paired test, clustered on units),
 # `non_inferiority` (the candidate may not be worse by more than the part's margin), `report` (measured only).
 PartRole = Literal["superiority", "non_inferiority", "report"]
-GatedPart = Literal["in_skill", "unseen"]
-DEFAULT_GATES: dict[GatedPart, PartRole] = {"in_skill": "superiority", "unseen": "non_inferiority"}
+GatedPart = Literal["in_skill", "unseen", "no_forgetting"]
+DEFAULT_GATES: dict[GatedPart, PartRole] = {"in_skill": "superiority", "unseen": "non_inferiority",
+                                            "no_forgetting": "non_inferiority"}
+# What the in-skill part asks: `compositions` (held-out compositions of trained operations, the compose
+# generator's, where the template split has any) or `phrasings` (train templates in held-out phrasings)
+InSkillSource = Literal["compositions", "phrasings"]
 
 
 class Promotion(_Strict):
@@ -133,6 +138,11 @@ class Promotion(_Strict):
     gates: dict[GatedPart, PartRole] = Field(default_factory=lambda: dict(DEFAULT_GATES))
     # the non-inferiority margin of the unseen-template part (mean per-unit pass-rate loss it may show)
     unseen_margin: float = Field(default=0.1, ge=0, le=1)
+    # ... and of the no-forgetting part (every earlier cycle's in-skill tasks, frozen)
+    no_forgetting_margin: float = Field(default=0.1, ge=0, le=1)
+    # what the in-skill part is: held-out compositions of trained operations, or (a workspace whose split has
+    # none, or this set to `phrasings`) train templates in held-out phrasings
+    in_skill: InSkillSource = "compositions"
     # group-sequential promote: measure in this many rounds (round k brings every task to
     # ceil(k * trials_per_task / looks) trials) and stop early on a clear gain or failure; 1 = one fixed test;
     # at most trials_per_task rounds run (each adds a trial per task)
@@ -156,6 +166,10 @@ class Promotion(_Strict):
     @property
     def superiority_part(self) -> GatedPart:
         return next(p for p, r in self.gates.items() if r == "superiority")
+
+    def margin(self, part: str) -> float | None:
+        """A non-inferiority part's margin (`<part>_margin`); None for a part without one."""
+        return {"unseen": self.unseen_margin, "no_forgetting": self.no_forgetting_margin}.get(part)
 
 
 class AttributionRules(_Strict):

@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
-from rsi.core.contract import Contract, HoldoutUnit
+from rsi.core.contract import Contract, HoldoutUnit, InSkillSource
 from rsi.core.digest import digest_files, digest_obj
 from rsi.core.model import RsiModel
 from rsi.core.task import HoldoutPart, InstanceSide, Split, TaskSpec
@@ -243,13 +243,27 @@ def phrasings_on(side: PhrasingSide, n: int, holdout_phrasings: int) -> list[int
     return [i for i in range(n) if side == "any" or phrasing_side(i, n, holdout_phrasings) == side]
 
 
+def trained_ops(d: TaskDraft, holdout_fraction: float, unit: HoldoutUnit = "task") -> bool:
+    """Whether a composed draft (one with `ops`) chains only operations the split trains on: every operation's
+    template (by template; its family by family) on the train side. False for a draft without ops, or by task."""
+    if not d.ops or unit == "task":
+        return False
+    keys = d.ops if unit == "template" else [op.split("/", 1)[0] for op in d.ops]
+    return all(unit_split(unit, k, holdout_fraction) == "train" for k in keys)
+
+
 def draft_placement(d: TaskDraft, name: str, holdout_fraction: float, unit: HoldoutUnit = "task",
-                    holdout_phrasings: int = 0) -> tuple[Split, HoldoutPart | None]:
+                    holdout_phrasings: int = 0,
+                    in_skill: InSkillSource = "phrasings") -> tuple[Split, HoldoutPart | None]:
     """Where a draft goes: `train`, or `holdout` with its part. A template (family, task) the unit split
-    holds out is `unseen` whatever its phrasing; a train template's draft in a held-out phrasing is `in_skill`
-    (the skill was trained, these words never were); the rest is `train`. So no unseen template ever has a
-    train task and no train task uses a held-out phrasing, whatever the generator was asked for."""
+    holds out is `unseen` whatever its phrasing, except, when the contract's in-skill part is `compositions`, a
+    held-out composition of trained operations (`ops`, every one a train template): `in_skill` (a combination
+    never trained, of skills that were); a train template's draft in a held-out phrasing is `in_skill` (the
+    skill was trained, these words never were); the rest is `train`. So no unseen template ever has a train task
+    and no train task uses a held-out phrasing, whatever the generator was asked for."""
     if draft_split(d, name, holdout_fraction, unit) == "holdout":
+        if in_skill == "compositions" and trained_ops(d, holdout_fraction, unit):
+            return "holdout", "in_skill"
         return "holdout", "unseen"
     if d.phrasing is not None and d.phrasings is not None \
             and phrasing_side(d.phrasing, d.phrasings, holdout_phrasings) == "holdout":

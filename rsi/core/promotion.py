@@ -1,11 +1,13 @@
 """Promotion gates (pure): may a candidate generation replace its parent on the sealed holdout?
 
-The contract's `promotion` section sets the thresholds. The sealed holdout has two parts (a task's
-`[metadata.rsi] holdout_part`): **in_skill**, fresh instances of train templates in phrasings the update never
-trained on, and **unseen**, templates never trained on. `promotion.gates` says what each part gates
-(default: in_skill superiority, unseen non_inferiority; exactly one part is the superiority gate). A holdout
-where no task names its part (discovered before the split) is all `unseen`, template-disjoint as the old
-holdout was, and gated for superiority as it was. Every gate is a row (name, threshold, measured, pass/fail):
+The contract's `promotion` section sets the thresholds. The sealed holdout has three parts (a task's
+`[metadata.rsi] holdout_part`, read through rsi.core.holdout_parts): **in_skill**, the question the newest cycle
+drew (held-out compositions of trained operations, or train templates in phrasings never trained on: the
+contract's `promotion.in_skill`), **unseen**, templates never trained on, and **no_forgetting**, every earlier
+cycle's in-skill tasks, frozen. `promotion.gates` says what each part gates (default: in_skill superiority,
+unseen and no_forgetting non_inferiority; exactly one part is the superiority gate). A holdout where no task
+names its part (discovered before the split) is all `unseen`, template-disjoint as the old holdout was, and
+gated for superiority as it was. Every gate is a row (name, threshold, measured, pass/fail):
 
 - `contract_major`: candidate and parent were built under the same contract major as the
   contract the holdout is graded under (rates are not comparable across majors);
@@ -19,9 +21,10 @@ holdout was, and gated for superiority as it was. Every gate is a row (name, thr
   permutation test, Wilcoxon signed-rank beyond EXACT_TASKS units; one-sided: the candidate is better),
   p below the bound: `alpha` for one look, the look's group-sequential bound when promote measures in
   rounds (rsi.core.sequential). The per-task figure is reported beside it, never gated on;
-- `<part>_noninferiority` (the part gated `non_inferiority`, `unseen` by default): the burden is on the
-  candidate. A one-sided score test clustered on units (rsi.core.noninferiority) must reject H0 "the candidate
-  is worse than its parent by at least `unseen_margin`": p below the look's non-inferiority bound, the same as
+- `<part>_noninferiority` (each part gated `non_inferiority`: `unseen` and `no_forgetting` by default): the
+  burden is on the candidate. A one-sided score test clustered on units (rsi.core.noninferiority) must reject
+  H0 "the candidate is worse than its parent by at least the part's margin" (`unseen_margin`,
+  `no_forgetting_margin`): p below the look's non-inferiority bound, the same as
   the one-sided lower confidence bound on the delta lying above -margin. A part too small for a candidate equal
   to its parent to pass says so in the gate's detail;
 - `family_regression`: per family, a one-sided score test clustered on units of H0 "the family's rate drops by
@@ -42,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rsi.core.contract import Promotion
+from rsi.core.holdout_parts import EVAL_PARTS
 from rsi.core.holdout_rates import (
     EXACT_TASKS,
     FamilyRates,
@@ -67,7 +71,7 @@ from rsi.core.holdout_rates import (
 from rsi.core.sequential import SequentialRecord, Spending, bounds, schedule
 from rsi.core.stats import wilson
 
-PART_LABEL = {"in_skill": "in-skill", "unseen": "unseen-template"}
+PART_LABEL = {"in_skill": "in-skill", "unseen": "unseen-template", "no_forgetting": "no-forgetting"}
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ class Gate:
 @dataclass
 class PromotionVerdict:
     """The gates and figures of one promotion. The headline figures (n_tasks .. units) are the superiority
-    part's (`superiority_part`: in_skill, or unseen on a holdout that names no part); `parts` has both."""
+    part's (`superiority_part`: in_skill, or unseen on a holdout that names no part); `parts` has each."""
 
     gates: list[Gate]
     n_tasks: int
@@ -100,7 +104,7 @@ class PromotionVerdict:
     suite: SuiteRates | None = None
     in_template: InTemplateRates | None = None  # measured when the contract asks, never gated
     superiority_part: str = "unseen"
-    parts: list[PartRates] = field(default_factory=list)  # in_skill, unseen (those the holdout has)
+    parts: list[PartRates] = field(default_factory=list)  # in_skill, unseen, no_forgetting (those it has)
     bound: float = 0.05  # the p bound the significance gate used (alpha, or the look's sequential bound)
     ni_bound: float = 0.05  # the p bound the non-inferiority gates used (alpha, or the look's own bound)
     sequential: SequentialRecord | None = None  # set by promote: the rounds it measured in
@@ -230,8 +234,8 @@ def evaluate(parent: Mapping[str, TaskOutcome], candidate: Mapping[str, TaskOutc
     n_units = len(units)
     present = {o.part_key for arm in (parent, candidate) for o in arm.values()} | {sup}
     parts = [part_rates(parent, candidate, p, role.get(p, "report"),
-                        promotion.unseen_margin if role.get(p) == "non_inferiority" else None, ni_bound)
-             for p in ("in_skill", "unseen") if p in present]
+                        promotion.margin(p) if role.get(p) == "non_inferiority" else None, ni_bound)
+             for p in EVAL_PARTS if p in present]
     label = "" if role == {"unseen": "superiority"} else f"{PART_LABEL[sup]} "
 
     gates: list[Gate] = []

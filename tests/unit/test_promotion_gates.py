@@ -114,8 +114,8 @@ def test_a_contract_must_name_exactly_one_superiority_part(tmp_path) -> None:  #
         Promotion(gates={"in_skill": "non_inferiority", "unseen": "non_inferiority"})
     src = Path(__file__).parents[2] / "contracts" / "hcp-1.0.yaml"
     bad = tmp_path / "hcp-1.0.yaml"
-    bad.write_text(src.read_text().replace("gates: {in_skill: superiority, unseen: non_inferiority}",
-                                           "gates: {in_skill: superiority, unseen: superiority}"))
+    bad.write_text(src.read_text().replace("gates: {in_skill: superiority, unseen: non_inferiority,",
+                                           "gates: {in_skill: superiority, unseen: superiority,"))
     with pytest.raises(InputError) as e:
         load_contract(bad)
     assert "promotion" in str(e.value) and "superiority" in str(e.value)
