@@ -1,5 +1,6 @@
-"""The page `rsi cycle --cycles N` (and `rsi demo --cycles N`) writes: per generation, the template-disjoint
-holdout rate, the suite rate and the in-template rate, as a table and a line chart (inline SVG, no network).
+"""The page `rsi cycle --cycles N` (and `rsi demo --cycles N`) writes: per generation, every holdout part (in-skill,
+unseen-template, no-forgetting), the suite rate and the in-template rate, as a table and a line chart (inline SVG,
+no network).
 
 Each cycle measures its parent and its candidate on the holdout of that cycle (discover tops it up, so a
 later cycle's holdout may hold more templates); the chart plots each generation at its latest measurement,
@@ -12,30 +13,38 @@ from typing import Any
 
 from rsi.report.diff_html import _svg
 
+PARTS = ("in_skill", "unseen", "no_forgetting")  # the holdout's parts (rsi.core.holdout_parts.EVAL_PARTS)
 SERIES = (("holdout", "gated holdout (in-skill where the holdout has parts)", "#2b6cb0"),
           ("suite", "suite (no generator wrote)", "#2f855a"),
           ("in_template", "in-template (train split)", "#a0aec0"))
 
 
 def per_generation(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
-    """generation -> {holdout, suite, in_template}: each at its latest measurement across the cycles."""
+    """generation -> {holdout, suite, in_template, in_skill, unseen, no_forgetting}: each at its latest
+    measurement across the cycles (a holdout part: the parent's or the candidate's rate in the cycle's parts)."""
     out: dict[str, dict[str, float | None]] = {}
+    keys = ("holdout", "suite", "in_template", *PARTS)
     for r in rows:
-        par = out.setdefault(r["parent"], {"holdout": None, "suite": None, "in_template": None})
+        par = out.setdefault(r["parent"], dict.fromkeys(keys))
         pair = r.get("in_template_pair") or (None, None)  # promote's measurement, when the contract asks
+        parts = r.get("parts") or {}
         par.update({k: v for k, v in (("holdout", r["holdout"][0]), ("suite", r["suite"][0]),
-                                      ("in_template", pair[0] if pair[0] is not None else r["in_template"]))
+                                      ("in_template", pair[0] if pair[0] is not None else r["in_template"]),
+                                      *((p, (parts.get(p) or {}).get("parent_rate")) for p in PARTS))
                     if v is not None})
         if r.get("candidate"):
-            cand = out.setdefault(r["candidate"], {"holdout": None, "suite": None, "in_template": None})
+            cand = out.setdefault(r["candidate"], dict.fromkeys(keys))
             cand.update({k: v for k, v in (("holdout", r["holdout"][1]), ("suite", r["suite"][1]),
-                                           ("in_template", pair[1])) if v is not None})
+                                           ("in_template", pair[1]),
+                                           *((p, (parts.get(p) or {}).get("candidate_rate")) for p in PARTS))
+                         if v is not None})
     return out
 
 
 # the viewer's generations chart: each holdout part apart, as the promote gate measures them
 PART_SERIES = (("in_skill", "in-skill holdout (the superiority gate)", "#2b6cb0"),
                ("unseen", "unseen-template holdout", "#dd6b20"),
+               ("no_forgetting", "no-forgetting holdout (earlier cycles' in-skill)", "#805ad5"),
                ("suite", "suite (no generator wrote)", "#2f855a"),
                ("in_template", "in-template (train split)", "#a0aec0"))
 
@@ -71,7 +80,10 @@ def html(data: dict[str, Any]) -> str:
     env = Environment(loader=PackageLoader("rsi.report", "templates"), autoescape=select_autoescape(["html", "j2"]))
     rows = data.get("generations", [])
     gens = per_generation(rows)
-    return env.get_template("cycles.html.j2").render(rows=rows, gens=gens, chart=chart(gens), ended=data.get("ended"))
+    parted = any(r.get("parts") for r in rows)  # every part apart when the holdout has parts
+    return env.get_template("cycles.html.j2").render(rows=rows, gens=gens, chart=chart(gens, PART_SERIES if parted
+                                                                                      else SERIES),
+                                                     ended=data.get("ended"))
 
 
-__all__ = ["PART_SERIES", "SERIES", "chart", "html", "per_generation"]
+__all__ = ["PARTS", "PART_SERIES", "SERIES", "chart", "html", "per_generation"]

@@ -8,9 +8,10 @@ from its task.toml alone, once per file version (cached on the file's path, size
 
 `gate_figures` turns two generations' tallies into the figures the promote gate computes, through the very
 functions it calls (rsi.core.holdout_rates.part_rates and suite_rates, rsi.core.promotion.roles): per holdout part
-(in-skill, unseen-template) the pooled pass rate of each side over the part's tasks both sides counted, the
-per-unit delta and p, and where a part gates non-inferiority its test (lower confidence bound and p against
-the last look's non-inferiority bound); and the suite's. A page that shows a part's rate shows that figure.
+(in-skill, unseen-template, no-forgetting: the parts as they were at that pair's promotion, `pair_parts`) the
+pooled pass rate of each side over the part's tasks both sides counted, the per-unit delta and p, and where a
+part gates non-inferiority its test (lower confidence bound and p against the last look's non-inferiority
+bound); and the suite's. A page that shows a part's rate shows that figure.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class TaskMeta:
     family: str
     template: str | None
     holdout_part: str | None
+    instance_cycle: int | None = None  # the cycle the instance was drawn for (in-skill: which cycle's question)
 
 
 _META: dict[tuple[str, int, int], TaskMeta] = {}  # (task.toml path, size, mtime_ns) -> its metadata
@@ -69,15 +71,19 @@ def task_meta(ctx: Ctx) -> dict[str, TaskMeta]:
             spec = parse_task_toml(toml.read_text(), str(toml))
             rsi = spec.metadata.rsi
             meta = _META[key] = TaskMeta(spec.task.name or d.name, str(rsi.split), rsi.family, rsi.template,
-                                         str(rsi.holdout_part) if rsi.holdout_part else None)
+                                         str(rsi.holdout_part) if rsi.holdout_part else None, rsi.instance_cycle)
         out[meta.name] = meta
     return out
 
 
 def holdout_parts(ctx: Ctx) -> dict[str, str]:
-    """holdout task name -> the part its task.toml names (in_skill | unseen); a task naming none is absent (it
-    counts as unseen, as promote counts it)."""
-    return {n: m.holdout_part for n, m in task_meta(ctx).items() if m.split == "holdout" and m.holdout_part}
+    """holdout task name -> the part promote measures it in (in_skill | unseen | no_forgetting: an in-skill task
+    an earlier cycle drew; rsi.core.holdout_parts); a task naming none is absent (it counts as unseen, as promote
+    counts it)."""
+    from rsi.core.holdout_parts import measured_parts
+
+    held = {n: (m.holdout_part, m.instance_cycle) for n, m in task_meta(ctx).items() if m.split == "holdout"}
+    return {n: p for n, p in measured_parts(held).items() if p}
 
 
 def suite_digests(ctx: Ctx) -> frozenset[str]:
@@ -92,7 +98,7 @@ def suite_digests(ctx: Ctx) -> frozenset[str]:
 def gate_scope(ctx: Ctx, parts: tuple[str, ...] | None = ("holdout",), family: str | None = None,
                holdout_part: str | None = None) -> RateScope:
     """The scope promote counts under the workspace's contract, over `parts` (None: every part); every holdout
-    task knows its part; `holdout_part` (in_skill | unseen) keeps that part of the holdout only."""
+    task knows its part; `holdout_part` (in_skill | unseen | no_forgetting) keeps that part of the holdout only."""
     return promotion_scope(ctx.contract, parts, suite_digests(ctx), family, holdout_parts(ctx), holdout_part)
 
 
@@ -127,7 +133,8 @@ def common_names(a: PassTally, b: PassTally) -> list[str]:
     return sorted(n for n in set(a.tasks) & set(b.tasks) if a.tasks[n].graded and b.tasks[n].graded)
 
 
-def _outcomes(ctx: Ctx, t: PassTally, names: list[str]) -> dict[str, TaskOutcome]:
+def _outcomes(ctx: Ctx, t: PassTally, names: list[str],
+              parts: Mapping[str, str] | None = None) -> dict[str, TaskOutcome]:
     from rsi.core.discover import unit_of
 
     meta, unit = task_meta(ctx), ctx.contract.promotion.holdout_unit
@@ -136,8 +143,25 @@ def _outcomes(ctx: Ctx, t: PassTally, names: list[str]) -> dict[str, TaskOutcome
         x, m = t.tasks[n], meta.get(n)
         fam = m.family if m else "misc"
         key = unit_of(unit, template=m.template if m else None, family=fam, task=n)
-        out[n] = TaskOutcome(n, fam, x.passes, x.graded, x.infra, unit=key, part=x.holdout_part or "")
+        part = parts[n] if parts is not None and n in parts else x.holdout_part or ""
+        out[n] = TaskOutcome(n, fam, x.passes, x.graded, x.infra, unit=key, part=part)
     return out
+
+
+def pair_parts(ctx: Ctx, names: Iterable[str], common: Iterable[str]) -> dict[str, str]:
+    """The part each holdout task of `names` had at the promotion of a pair: in-skill tasks drawn before the newest
+    in-skill cycle among the tasks both sides counted (`common`) are no-forgetting (rsi.core.holdout_parts). So a
+    pair compared when cycle 1's question was the in-skill part shows it so, though a later cycle froze it."""
+    from rsi.core.holdout_parts import measured_part, newest_in_skill_cycle
+
+    meta = task_meta(ctx)
+
+    def of(n: str) -> tuple[str | None, int | None]:
+        m = meta.get(n)
+        return (m.holdout_part, m.instance_cycle) if m else (None, None)
+
+    newest = newest_in_skill_cycle(of(n) for n in common)
+    return {n: measured_part(*of(n), newest) for n in names}
 
 
 @dataclass
@@ -181,16 +205,19 @@ def gate_figures(ctx: Ctx, a: PassTally, b: PassTally) -> GateFigures:
     common = common_names(a, b)
     held = [n for n in common if a.tasks[n].part == "holdout"]
     # every holdout task either side ran, as promote passes every holdout task: roles and parts present follow
-    oa = _outcomes(ctx, a, [n for n, x in a.tasks.items() if x.part == "holdout"])
-    ob = _outcomes(ctx, b, [n for n, x in b.tasks.items() if x.part == "holdout"])
+    names_a = [n for n, x in a.tasks.items() if x.part == "holdout"]
+    names_b = [n for n, x in b.tasks.items() if x.part == "holdout"]
+    local = pair_parts(ctx, {*names_a, *names_b}, held)  # the parts at this pair's promotion
+    oa, ob = _outcomes(ctx, a, names_a, local), _outcomes(ctx, b, names_b, local)
     role = roles(promo, oa, ob)
     sup = next(p for p, r in role.items() if r == "superiority")
     have = {o.part_key for arm in (oa, ob) for o in arm.values()}
     present = [p for p in HOLDOUT_PARTS if p in have or (p == sup and have)]
     level = look_bounds(promo, promo.noninferiority_spending)[-1]  # the last look's non-inferiority bound
     parts = [part_rates(oa, ob, p, role.get(p, "report"),
-                        promo.unseen_margin if role.get(p) == "non_inferiority" else None, level) for p in present]
-    counts = {p: {"a": a.over(b.in_part(p, held)), "b": b.over(b.in_part(p, held))} for p in present}
+                        promo.margin(p) if role.get(p) == "non_inferiority" else None, level) for p in present]
+    mine = {p: [n for n in held if local.get(n) == p] for p in present}
+    counts = {p: {"a": a.over(mine[p]), "b": b.over(mine[p])} for p in present}
     suite_names = [n for n in common if a.tasks[n].part == "suite"]
     suite = None
     if suite_names:
@@ -208,4 +235,4 @@ def role_words(row: dict[str, Any]) -> str:
 
 
 __all__ = ["COUNTS", "GateFigures", "TaskMeta", "common_names", "gate_figures", "gate_scope", "generation_tally",
-           "holdout_parts", "role_words", "suite_digests", "task_meta"]
+           "holdout_parts", "pair_parts", "role_words", "suite_digests", "task_meta"]

@@ -45,7 +45,7 @@ PROBE_JOBS = ("SELECT id FROM jobs WHERE kind = 'discover' OR parent_job IN "
               "(SELECT id FROM jobs WHERE kind = 'discover')")
 DONE = "done"  # rsi.core.trial.TrialStatus.DONE
 PARTS = ("holdout", "suite", "train")
-HOLDOUT_PARTS = tuple(PART_LABEL)  # the sealed holdout's two parts: in_skill, unseen
+HOLDOUT_PARTS = tuple(PART_LABEL)  # the sealed holdout's parts: in_skill, unseen, no_forgetting
 HOLDOUT_PART_LABEL = PART_LABEL  # how a page names them: in-skill, unseen-template
 
 

@@ -1,11 +1,12 @@
 """The viewer's FastAPI app: server-rendered pages over a read-only workspace; the URL holds all state.
 
 Pages: /generations (lineage, gates, rates chart), /jobs, /trials (filters, sort, keyset pages, full-text
-search; `counted=gen:<id>|arm:<id>|ctl:<agent>` with `part` (a task set, or a holdout part: in_skill | unseen):
-exactly the trials a compare cell counted), /trials/{id} (every step in full; j/k between steps, n/p between
-trials), /compare (task x generation grid: each generation's model arms under its own config, the promote gate's
-figure, per holdout part too, controls in their own columns; or task x arm) and /compare/steps (a step-aligned diff
-of two trajectories), /diff (the diff report, rendered from the same templates as `rsi diff --format html`).
+search; `counted=gen:<id>|arm:<id>|ctl:<agent>` with `part` (a task set, or a holdout part: in_skill | unseen |
+no_forgetting): exactly the trials a compare cell counted), /trials/{id} (every step in full; j/k between steps,
+n/p between trials), /compare (task x generation grid: each generation's model arms under its own config, the
+promote gate's figure, per holdout part too, controls in their own columns; or task x arm) and /compare/steps (a
+step-aligned diff of two trajectories), /diff (the diff report, rendered from the same templates as
+`rsi diff --format html`).
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ def create_app(ctx: ViewContext, *, index_path: Path | None = None) -> FastAPI:
     @app.get("/generations", response_class=HTMLResponse)
     def generations(request: Request) -> HTMLResponse:
         data = pages.generations(ctx)
-        series = {g: {k: r[k] for k in ("in_skill", "unseen", "suite", "in_template")}
+        series = {g: {k: r[k] for k in ("in_skill", "unseen", "no_forgetting", "suite", "in_template")}
                   for g, r in data["rates"].items()}
         key = repr(sorted(series.items()))
         if key not in chart_cache:

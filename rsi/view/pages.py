@@ -72,12 +72,12 @@ def _verdict_parts(v: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def rates_per_generation(ctx: ViewContext, promotions: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """generation -> {in_skill, unseen, suite, in_template, holdout, parts, ...}: the chart's series and the table
-    beside it. Each generation at its latest promotion: its model arms' pass rate per holdout part and on the suite,
-    over the tasks both sides of that promotion counted, through the one computation (pass_tally, the gate's
-    scope) and the gate's own per-part functions (rsi.report.rates.gate_figures), so each figure is the one the
-    gate used. `holdout` pools both parts (labelled so: no gate uses it on a two-part holdout); in-template is the
-    gate's recorded figure (it is reported, never gated)."""
+    """generation -> {in_skill, unseen, no_forgetting, suite, in_template, holdout, parts, ...}: the chart's series
+    and the table beside it. Each generation at its latest promotion: its model arms' pass rate per holdout part and
+    on the suite, over the tasks both sides of that promotion counted (the parts as they were then), through the one
+    computation (pass_tally, the gate's scope) and the gate's own per-part functions (rsi.report.rates.gate_figures),
+    so each figure is the one the gate used. `holdout` pools the parts (labelled so: no gate uses it on a
+    holdout with parts); in-template is the gate's recorded figure (it is reported, never gated)."""
     store = ctx.store
     tallies: dict[tuple[str, tuple[tuple[str, int], ...]], PassTally] = {}
     base = gate_scope(ctx, ("holdout", "suite"))
@@ -100,9 +100,9 @@ def rates_per_generation(ctx: ViewContext, promotions: list[dict[str, Any]]) -> 
         figs = gate_figures(ctx, ts[0], ts[1]).rows()
         common = [n for n in common_names(ts[0], ts[1]) if ts[0].tasks[n].part == "holdout"]
         for gid, t, side, key in zip(pair, ts, ("parent", "candidate"), ("a", "b"), strict=True):
-            row = out.setdefault(gid, {"holdout": None, "in_skill": None, "unseen": None, "suite": None,
-                                       "in_template": None, "holdout_tasks": 0, "holdout_counted": "", "covers": "",
-                                       "parts": {}})
+            row = out.setdefault(gid, {"holdout": None, "in_skill": None, "unseen": None, "no_forgetting": None,
+                                       "suite": None, "in_template": None, "holdout_tasks": 0,
+                                       "holdout_counted": "", "covers": "", "parts": {}})
             other = pair[1] if gid == pair[0] else pair[0]
             row["parts"] = {}
             for f in figs:

@@ -13,8 +13,10 @@ One discover job runs four steps, each resumable, each recorded:
    function of the template id, so no held-out template has a train task; by family, of the family; by task, of
    the task's digest. Holdout candidates are admitted on validity alone, never by the parent's probe band, so
    the holdout also holds tasks the parent solves and a regression can show. A train template's draft in a
-   held-out phrasing (the contract's `promotion.holdout_phrasings`) is an `in_skill` holdout task; a held-out
-   template's is `unseen` (`holdout_part` in task.toml; rsi.core.discover.draft_placement). Train candidates
+   held-out phrasing (the contract's `promotion.holdout_phrasings`) is an `in_skill` holdout task, and so is a
+   held-out composition of trained operations (the compose generator's, when `promotion.in_skill` is
+   `compositions`); another held-out template's is `unseen` (`holdout_part` in task.toml;
+   rsi.core.discover.draft_placement). Train candidates
    above the band are dropped (recorded, not admitted): an easy task carries no signal for the loop, and
    `--reprobe` retires pool tasks that became easy.
 
@@ -96,6 +98,8 @@ class DiscoverRequest:
     # aim the requests at the train templates in turn (n candidates spread evenly over them, train phrasings)
     # instead of drawing templates at random, so none is spent on a template the split holds out
     train_templates: bool = False
+    # a holdout-only job aims at these templates only, in turn (default: those the split gives its part)
+    templates: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -112,7 +116,7 @@ MAX_KNOWN_WRONG = 3  # the budget check assumes this many known-wrong answers of
 
 # The settings a discover job is planned with; a resume may not change them (only --budget, -n).
 SETTINGS = ("n", "generators", "families", "generation", "band", "attempts", "holdout_only", "part", "difficulty",
-            "levels", "seed", "cycle", "probe_agent", "probe_per_template", "train_templates")
+            "levels", "seed", "cycle", "probe_agent", "probe_per_template", "train_templates", "templates")
 
 
 def _settings(req: DiscoverRequest) -> dict[str, Any]:
@@ -121,7 +125,8 @@ def _settings(req: DiscoverRequest) -> dict[str, Any]:
              "band": list(req.band) if req.band else None, "attempts": req.attempts,
              "holdout_only": req.holdout_only, "part": req.part, "difficulty": req.difficulty, "levels": req.levels,
              "seed": req.seed, "cycle": req.cycle, "probe_agent": req.probe_agent,
-             "probe_per_template": req.probe_per_template, "train_templates": req.train_templates}
+             "probe_per_template": req.probe_per_template, "train_templates": req.train_templates,
+             "templates": req.templates}
     defaults = DiscoverRequest()
     return {k: v for k, v in asked.items() if v not in (None, [], False) and v != getattr(defaults, k, None)}
 
@@ -390,7 +395,7 @@ def _candidate(ctx: WorkspaceContext, job_id: str, gname: str, greq: GenRequest,
     if name in existing:  # another seed made the very same task (mutate picks parents by seed)
         return None
     p = contract.promotion
-    split, part = draft_placement(draft, name, p.holdout_fraction, p.holdout_unit, p.holdout_phrasings)
+    split, part = draft_placement(draft, name, p.holdout_fraction, p.holdout_unit, p.holdout_phrasings, p.in_skill)
     if only is not None and (split != "holdout" or part != only):
         return None
     files = render_task(draft, name=name, split=split, discovered_by=gen_id, holdout_part=part)

@@ -6,7 +6,8 @@ phrasings (`phrasing_side="train"`): a train template then never yields a task i
 holdout-only job under a template (or family) split asks the procedural generators for templates by name, those
 not yet in that part of the holdout first, so `rsi discover --holdout-only --n K` adds K templates where it can
 (the paired test counts templates, not tasks): for the `unseen` part (the default) the holdout templates in any
-phrasing; for the `in_skill` part the *train* templates in their held-out phrasings only.
+phrasing; for the `in_skill` part the *train* templates in their held-out phrasings only, or the templates the
+request names (`templates`: the cycle names held-out compositions of trained operations, in any phrasing).
 
 Every request names the side its instance is drawn for (`GenRequest.side`: `train`, or the holdout part a
 holdout-only job tops up) and the job's cycle: the instance's names, data and reference come from a stream keyed
@@ -78,6 +79,7 @@ def holdout_templates(req: Asked, gens: list[str], levels: dict[str, int], max_l
     else every level up to the family's curriculum level) that feeds the holdout's `part`: the templates the
     unit split holds out (`unseen`), or the train templates (`in_skill`, asked for in held-out phrasings)."""
     want = "holdout" if part == "unseen" else "train"
+    named = set(aimed_templates(req))
     out = []
     for gname in dict.fromkeys(gens):  # a generator named twice (to weigh it in plain requests) counts once
         g = GENERATORS.create(gname)
@@ -88,9 +90,17 @@ def holdout_templates(req: Asked, gens: list[str], levels: dict[str, int], max_l
             if lv not in g.levels or lv > max_level:
                 continue
             for tid in g.template_ids(lv):
-                if unit_split(unit, tid if unit == "template" else g.family, fraction) == want:
+                if named:  # the caller chose them (e.g. held-out compositions of trained operations)
+                    if tid in named:
+                        out.append((gname, lv, tid))
+                elif unit_split(unit, tid if unit == "template" else g.family, fraction) == want:
                     out.append((gname, lv, tid))
     return out
+
+
+def aimed_templates(req: Asked) -> list[str]:
+    """The templates a request names to aim at (`templates`; none: the split decides)."""
+    return list(getattr(req, "templates", None) or [])
 
 
 def holdout_requests(req: Asked, gens: list[str], levels: dict[str, int], max_level: int, unit: HoldoutUnit,
@@ -102,7 +112,7 @@ def holdout_requests(req: Asked, gens: list[str], levels: dict[str, int], max_le
     there are none without held-out phrasings."""
     if unit == "task":
         return None
-    if req.part == "in_skill" and holdout_phrasings < 1:
+    if req.part == "in_skill" and holdout_phrasings < 1 and not aimed_templates(req):
         return []
     options = holdout_templates(req, gens, levels, max_level, unit, fraction, req.part)
     if not options:
@@ -113,7 +123,9 @@ def holdout_requests(req: Asked, gens: list[str], levels: dict[str, int], max_le
     for i in range(req.n * HOLDOUT_TRIES):
         gname, lv, tid = ordered[i % len(ordered)]
         fam = tid.split("/", 1)[0]
-        side: PhrasingSide = "holdout" if req.part == "in_skill" else "any"
+        # a template the split holds out was never trained in any words; a train template only in held-out ones
+        held = unit_split(unit, tid if unit == "template" else fam, fraction) == "holdout"
+        side: PhrasingSide = "holdout" if req.part == "in_skill" and not held else "any"
         out.append((gname, GenRequest(seed=seed_of(req, i), difficulty=lv, family=fam, template=tid,
                                       phrasing_side=side, holdout_phrasings=holdout_phrasings, side=req.part,
                                       cycle=req.cycle)))
@@ -150,5 +162,5 @@ def _interleave(options: list[tuple[str, int, str]]) -> list[tuple[str, int, str
     return out
 
 
-__all__ = ["HOLDOUT_TRIES", "holdout_requests", "holdout_templates", "plain_requests", "side_of",
+__all__ = ["HOLDOUT_TRIES", "aimed_templates", "holdout_requests", "holdout_templates", "plain_requests", "side_of",
            "train_template_requests"]

@@ -1,4 +1,5 @@
-"""Which tasks promote measures and what their recorded trials say: the holdout (with its two parts), the
+"""Which tasks promote measures and what their recorded trials say: the holdout (with its parts: in-skill,
+unseen, and no-forgetting, the in-skill tasks of earlier cycles; rsi.core.holdout_parts), the
 train tasks, evaluation units, the trials still to run for a look, and per-task outcomes from the store.
 
 A look asks for `want` graded trials per (task, generation); trials already recorded for the same task
@@ -12,6 +13,7 @@ from rsi.core.arm import Arm
 from rsi.core.contract import HoldoutUnit
 from rsi.core.discover import unit_of
 from rsi.core.generation import GenerationManifest
+from rsi.core.holdout_parts import measured_parts
 from rsi.core.promotion import TaskOutcome
 from rsi.core.task import Task
 from rsi.core.trial import is_infra
@@ -45,6 +47,13 @@ def task_part(t: Task) -> str:
     return t.spec.metadata.rsi.holdout_part or ""
 
 
+def task_parts(tasks: list[Task]) -> dict[str, str]:
+    """task name -> the part promote measures it in (rsi.core.holdout_parts): its own, except an in-skill task an
+    earlier cycle drew than the newest in-skill one, which is `no_forgetting`; "" when it names none."""
+    return measured_parts({t.name: (t.spec.metadata.rsi.holdout_part, t.spec.metadata.rsi.instance_cycle)
+                           for t in tasks})
+
+
 def holdout_units(ctx: WorkspaceContext, tasks: list[Task] | None = None) -> dict[str, list[Task]]:
     """The holdout's evaluation units (templates by default), each with its tasks."""
     unit = ctx.contract.promotion.holdout_unit
@@ -60,9 +69,10 @@ def part_units(ctx: WorkspaceContext, tasks: list[Task]) -> dict[str, tuple[str,
     promo = ctx.contract.promotion
     legacy = not any(task_part(t) for t in tasks)
     roles = {"unseen": "superiority"} if legacy else {p: r for p, r in promo.gates.items() if r != "report"}
+    measured = task_parts(tasks)
     out = {}
     for part, role in roles.items():
-        mine = [t for t in tasks if (task_part(t) or "unseen") == part]
+        mine = [t for t in tasks if (measured[t.name] or "unseen") == part]
         out[part] = (role, len({task_unit(t, promo.holdout_unit) for t in mine}), len(mine))
     return out
 
@@ -96,7 +106,8 @@ def outcomes(rows: list[TrialRow], infra_rows: list[TrialRow], tasks: list[Task]
              allowed: list[str], unit: HoldoutUnit) -> dict[str, TaskOutcome]:
     """Per task: the first K graded trials (integrity allowed for promotion, oldest first), the infra count,
     its unit and its holdout part."""
-    fam = {t.digest: (t.name, t.family, task_unit(t, unit), task_part(t)) for t in tasks}
+    parts = task_parts(tasks)
+    fam = {t.digest: (t.name, t.family, task_unit(t, unit), parts[t.name]) for t in tasks}
     graded: dict[str, list[TrialRow]] = {}
     for r in rows:
         if is_infra(r.error_type) or (r.integrity is not None and r.integrity not in allowed):
@@ -124,4 +135,4 @@ def arm_outcomes(ctx: WorkspaceContext, p: ArmPlan, own: list[TrialRow], tasks: 
 
 
 __all__ = ["arm_outcomes", "arms", "cells_for", "have", "holdout_tasks", "holdout_units", "outcomes", "part_units",
-           "task_part", "task_unit", "train_tasks"]
+           "task_part", "task_parts", "task_unit", "train_tasks"]
