@@ -5,7 +5,8 @@
   training run, dataset size and provenance;
 - **contract**: both versions; pass rates are compared only under one contract major (else refused,
   and the report says why);
-- **rates per holdout part**: the in-skill and the unseen-template part of the sealed holdout, each side's pooled
+- **rates per holdout part**: the in-skill, unseen-template and no-forgetting parts of the sealed holdout (as they
+  were at that pair's promotion: rsi.report.rates.pair_parts), each side's pooled
   rate over the part's tasks both ran, and the suite's, beside each other: the very figures the promote gate
   computes for that pair (rsi.report.rates.gate_figures calls the gate's own functions); the holdout pooled over
   both parts is kept in `overall`, labelled so (no gate uses it when the holdout has two parts);
@@ -98,7 +99,7 @@ class DiffReport:
     families: list[FamilyRow] = field(default_factory=list)
     overall: dict[str, Any] = field(default_factory=dict)
     templates: list[dict[str, Any]] = field(default_factory=list)  # per unit of the overall scope
-    # per holdout part (in_skill, unseen: those the holdout has), then the suite: the promote gate's figures
+    # per holdout part (in_skill, unseen, no_forgetting: those the holdout has), then the suite: the gate's figures
     parts: list[dict[str, Any]] = field(default_factory=list)
     attribution: dict[str, Any] = field(default_factory=dict)
     spend: list[dict[str, Any]] = field(default_factory=list)
