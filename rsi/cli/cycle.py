@@ -128,7 +128,17 @@ def summary(out: CycleOutcome) -> Table:
     return t
 
 
-PART_NAMES = {"in_skill": "in-skill", "unseen": "unseen-template"}
+PART_NAMES = {"in_skill": "in-skill", "unseen": "unseen-template", "no_forgetting": "no-forgetting"}
+
+
+def samples_text(samples: dict[str, int]) -> str:
+    """`self 3, hinted 2, oracle 20 (5 of 25 the model's own)`: update's samples by source, the model's own share."""
+    from rsi.core.training import OWN_SOURCES  # samples whose actions the model itself chose (DESIGN §12)
+
+    if not samples:
+        return "-"
+    own, total = sum(v for k, v in samples.items() if k in OWN_SOURCES), sum(samples.values())
+    return ", ".join(f"{k} {v}" for k, v in samples.items()) + f" ({own} of {total} the model's own)"
 
 
 def _run(wctx: Any, req: Any, json_out: bool, cycles: int = 1, tracking: CycleTracking | None = None) -> CyclesOutcome:
@@ -143,7 +153,8 @@ def _run(wctx: Any, req: Any, json_out: bool, cycles: int = 1, tracking: CycleTr
 
 
 def generations_table(res: CyclesOutcome) -> Table:
-    """Per cycle: parent -> candidate on the template-disjoint holdout, the suite, and in-template."""
+    """Per cycle: samples by source (the model's own among them), every holdout part parent -> candidate with its
+    p-values (in-skill, unseen-template, no-forgetting), the gated holdout, the suite, in-template, the decision."""
     def pair(x: tuple[float | None, float | None]) -> str:
         return f"{_fmt(x[0], True)} -> {_fmt(x[1], True)}"
 
@@ -155,14 +166,13 @@ def generations_table(res: CyclesOutcome) -> Table:
         return f"{pair((x['parent_rate'], x['candidate_rate']))}, p {_fmt(x['p_value'])}{ni} ({x['units']})"
 
     t = Table(title="generations (each cycle: parent -> candidate)", title_justify="left")
-    for c in ("cycle", "parent -> candidate", "samples by source", "in-skill holdout (new phrasings)",
-              "unseen-template holdout", "gated holdout", "suite (no generator)", "in-template (train split)",
-              "promote trials reused", "verdict"):
-        t.add_column(c)
+    for c in ("cycle", "parent -> candidate", "samples by source", "in-skill holdout (this cycle's question)",
+              "unseen-template holdout", "no-forgetting holdout (earlier cycles')", "gated holdout",
+              "suite (no generator)", "in-template (train split)", "promote trials reused", "verdict"):
+        t.add_column(c, no_wrap=c in ("cycle", "parent -> candidate"))
     for i, r in enumerate(res.rows, 1):
-        t.add_row(str(i), f"{r.parent} -> {r.candidate or '-'}",
-                  ", ".join(f"{k} {v}" for k, v in r.samples.items()) or "-",
-                  part(r, "in_skill"), part(r, "unseen"),
+        t.add_row(str(i), f"{r.parent} -> {r.candidate or '-'}", samples_text(r.samples),
+                  part(r, "in_skill"), part(r, "unseen"), part(r, "no_forgetting"),
                   f"{pair(r.holdout)}, p {_fmt(r.holdout_p)} ({r.holdout_units} units, {r.rounds} round(s))",
                   f"{pair(r.suite)}, non-inferiority p {_fmt(r.suite_p)}",
                   f"{pair(r.in_template_pair)}, p {_fmt(r.in_template_p)}" if r.in_template_pair[0] is not None

@@ -44,7 +44,7 @@ DEMO_HOLDOUT_TEMPLATES = 8  # unseen templates; with 5 (the clustered test's min
 # 4 trials = 32 per arm) and starter suite (16 tasks x 2) get 0.30: a test that can fail and that a candidate
 # no worse than its parent passes; benchmarks/noninferiority.py simulates its type-I error and power there.
 DEMO_NI_POWER = 0.8
-DEMO_IN_SKILL_TEMPLATES = 8  # train templates in held-out phrasings: the in-skill part
+DEMO_IN_SKILL_TEMPLATES = 8  # the in-skill part each cycle draws afresh: held-out compositions of trained operations
 DEMO_BUDGET = 2050  # trials: discover ~1500 (gate ~6 per candidate), expand ~260, promote ~230
 
 
@@ -89,8 +89,9 @@ def demo_settings(root: Path) -> None:
 
 
 def demo_margins(root: Path, promotion: dict[str, object]) -> dict[str, float]:
-    """unseen_margin and suite_margin for the demo's shape: design_margin over each part's trials per arm
-    (DEMO_HOLDOUT_TEMPLATES x trials_per_task; the suites' tasks x suite_trials_per_task) at the last look's
+    """unseen_margin, no_forgetting_margin and suite_margin for the demo's shape: design_margin over each part's
+    trials per arm (DEMO_HOLDOUT_TEMPLATES or DEMO_IN_SKILL_TEMPLATES x trials_per_task; the suites' tasks x
+    suite_trials_per_task) at the last look's
     non-inferiority bound under DEMO_LOOKS."""
     from rsi.core.contract import Promotion
     from rsi.core.noninferiority import design_margin
@@ -99,7 +100,10 @@ def demo_margins(root: Path, promotion: dict[str, object]) -> dict[str, float]:
     promo = Promotion.model_validate({**promotion, "looks": DEMO_LOOKS, "spending": DEMO_SPENDING})
     level = look_bounds(promo, promo.noninferiority_spending)[-1]
     suite = sum(1 for s in promo.suites if (root / s).is_dir() for d in (root / s).iterdir() if d.is_dir())
-    out = {"unseen_margin": design_margin(DEMO_HOLDOUT_TEMPLATES * promo.trials_per_task, level, DEMO_NI_POWER)}
+    out = {"unseen_margin": design_margin(DEMO_HOLDOUT_TEMPLATES * promo.trials_per_task, level, DEMO_NI_POWER),
+           # the no-forgetting part: an earlier cycle's in-skill part (DEMO_IN_SKILL_TEMPLATES templates, at least)
+           "no_forgetting_margin": design_margin(DEMO_IN_SKILL_TEMPLATES * promo.trials_per_task, level,
+                                                 DEMO_NI_POWER)}
     if suite:
         out["suite_margin"] = design_margin(suite * promo.suite_trials_per_task, level, DEMO_NI_POWER)
     return out

@@ -32,6 +32,8 @@ from rsi.core.replay import HINT_LEVELS
 from rsi.core.task import HoldoutPart
 from rsi.exec.trial import TrialEnv
 from rsi.loop.context import WorkspaceContext
+from rsi.loop.cycle.in_skill import in_skill_draw
+from rsi.loop.cycle.jobs import _end, _open_job
 from rsi.loop.cycle.split import (
     DISCOVER_SHARE,
     holdout_deficits,
@@ -40,14 +42,12 @@ from rsi.loop.cycle.split import (
     in_template_count,
     plan_split,
 )
-from rsi.loop.discover.generators import GENERATORS, load_generators
-from rsi.loop.discover.phase import DiscoverRequest, discover, next_seed
+from rsi.loop.discover.phase import DiscoverRequest, discover
 from rsi.loop.expand.candidates import Reflector
 from rsi.loop.expand.phase import ExpandRequest, expand
 from rsi.loop.expand.sources import SourcesPlan
 from rsi.loop.hooks import CycleHooks, DiscoverHooks, ExpandHooks, Progress
 from rsi.loop.promote.phase import PromoteRequest, holdout_tasks, promote
-from rsi.loop.run import new_job_id
 from rsi.loop.suites import suite_tasks
 from rsi.loop.update.phase import UpdateFailed, UpdateRequest, run_update
 from rsi.sandbox.base import SandboxProvider
@@ -203,7 +203,7 @@ class _Cycle:
             # a spent discover budget is not a failure of the cycle: what was admitted is used
             if out.interrupted and "budget spent" not in (out.reason or ""):
                 return f"discover stopped: {out.reason}"
-        for part, deficit in holdout_deficits(self.ctx, r.holdout_target, r.in_skill_target).items():
+        for part, deficit in holdout_deficits(self.ctx, r.holdout_target, r.in_skill_target, self.number).items():
             if deficit and (stop := self._top_up(part, deficit, budget)):
                 return stop
         self.record("discover", status="done")
@@ -223,16 +223,23 @@ class _Cycle:
             self.record("discover", **{f"{tag}_started_at": datetime.now(UTC).isoformat()})
         unit = self.ctx.contract.promotion.holdout_unit
         goal = holdout_goal(self.ctx, r.holdout_target if part == "unseen" else r.in_skill_target)
-        self.hooks.message(f"holdout {part.replace('_', '-')} part: {len(holdout_part_units(self.ctx)[part])} "
-                           f"{unit_word(unit)} ({len(holdout_tasks(self.ctx))} holdout tasks in all), {deficit} "
-                           f"short of the {goal} this cycle tops it up to (holdout-only discover, up to {left:g} "
-                           "trials)")
+        # the in-skill part is this cycle's own question: drawn for it (its tasks' instance_cycle), seed recorded
+        draw = in_skill_draw(self.ctx, self.job_id, self.seed, self.number, r.levels, goal) \
+            if part == "in_skill" else None
+        self.hooks.message(f"holdout {part.replace('_', '-')} part: "
+                           f"{len(holdout_part_units(self.ctx, self.number)[part])} {unit_word(unit)}"
+                           + (f" drawn for cycle {self.number}" if draw else "")
+                           + f" ({len(holdout_tasks(self.ctx))} holdout tasks in all), {deficit} short of the "
+                           f"{goal} this cycle tops it up to (holdout-only discover, up to {left:g} trials"
+                           + (f"; {draw.describe()}" if draw else "") + ")")
         hreq = DiscoverRequest(resume=hjob, concurrency=r.concurrency, budget=left) if hjob else \
-            DiscoverRequest(n=deficit, holdout_only=True, part=part, generators=list(r.generators),
+            DiscoverRequest(n=deficit, holdout_only=True, part=part,
+                            generators=list(draw.generators if draw and draw.generators else r.generators),
                             generation=self.gen, attempts=r.attempts, budget=left,
-                            seed=self.seed + (7919 if part == "unseen" else 15887), cycle=self.number,
-                            concurrency=r.concurrency,
-                            probe_agent=r.probe_agent, levels=list(r.levels))
+                            seed=draw.seed if draw else self.seed + 7919, cycle=self.number,
+                            concurrency=r.concurrency, probe_agent=r.probe_agent,
+                            levels=list(draw.levels if draw and draw.levels else r.levels),
+                            templates=list(draw.templates) if draw else [])
         out = self._run_discover(hreq, key=f"results_{tag}")
         admitted = [c for c in out.candidates if c.state == "admitted"]
         info = self.phases()["discover"]
@@ -246,7 +253,8 @@ class _Cycle:
 
     def _holdout_wanted(self) -> int:
         """Holdout units (templates) to add, both parts together (rsi.loop.cycle.split.holdout_deficits)."""
-        return sum(holdout_deficits(self.ctx, self.req.holdout_target, self.req.in_skill_target).values())
+        return sum(holdout_deficits(self.ctx, self.req.holdout_target, self.req.in_skill_target,
+                                    self.number).values())
 
     def _holdout_cost(self) -> int:
         """Trials one holdout candidate costs at most: oracle runs, nop, known-wrong answers (about 3); a holdout
@@ -403,55 +411,6 @@ class _Cycle:
         return f"promote stopped: {out.interrupted}" if out.interrupted else None
 
 
-def _open_job(ctx: WorkspaceContext, req: CycleRequest) -> tuple[str, str, dict[str, float]]:
-    store = ctx.store
-    if req.resume:
-        job = store.get_job(req.resume)
-        if job.kind != "cycle":
-            raise ConfigError(f"--resume {job.id}: that is a {job.kind} job, not a cycle job")
-        split = {k: float(v) for k, v in job.params["split"].items()}
-        store.acquire_driver()
-        try:
-            store.claim_job(job.id)  # refuses while another process runs this cycle
-        finally:
-            store.release_driver()
-        return job.id, str(job.generation), split
-    if req.budget <= 0:
-        raise InputError("--budget", None, "must be more than 0")
-    if req.concurrency < 1:
-        raise InputError("--concurrency", None, "must be at least 1")
-    gen = ctx.generation(req.generation).id
-    load_generators()
-    for g in req.generators:  # an unknown name is refused before any job exists (it lists the known ones)
-        GENERATORS.get(g)
-    if req.attempts is not None and req.attempts < 1:
-        raise InputError("--attempts", None, "must be at least 1")
-    if req.expand_attempts < 1:
-        raise InputError("--expand-attempts", None, "must be at least 1")
-    if req.n < 1:
-        raise InputError("--n", None, "must be at least 1")
-    for lv in req.levels:
-        if not 1 <= lv <= ctx.contract.discovery.max_difficulty:
-            raise InputError("--level", None, f"{lv} does not lie in 1..{ctx.contract.discovery.max_difficulty}")
-    split = plan_split(ctx, req.budget, req.discover_share, req.holdout_target, req.in_skill_target)
-    # discover's seed: a second cycle with the first one's seed would draw the same candidates (all refused as
-    # taken), so by default each cycle takes a seed above every earlier discover or cycle seed
-    seed = req.seed if req.seed is not None else next_seed(store)
-    number = len(store.jobs_of(kind="cycle")) + 1  # this workspace's cycles so far, this one included
-    job_id = new_job_id().replace("job-", "cyc-")
-    store.acquire_driver()
-    try:
-        store.create_job(job_id, agent="harness", generation=gen, harness_config_digest=None, attempts=1,
-                         concurrency=req.concurrency, task_paths=[], tasks_fingerprint="", trials=[],
-                         kind="cycle", phase="cycle",
-                         params={"budget": req.budget, "split": split, "phases": {}, "generation": gen, "seed": seed,
-                                 "cycle": number})
-        store.claim_job(job_id)
-    finally:
-        store.release_driver()
-    return job_id, gen, split
-
-
 def cycle(ctx: WorkspaceContext, req: CycleRequest, hooks: CycleHooks | None = None) -> CycleOutcome:
     """Run (or resume) one cycle; see the module docstring."""
     t0 = time.monotonic()
@@ -517,15 +476,6 @@ def _finished(ctx: WorkspaceContext, resume: str | None) -> CycleOutcome | None:
     phases = dict(p.get("phases") or {})
     return CycleOutcome(job.id, str(job.generation), {k: float(v) for k, v in (p.get("split") or {}).items()},
                         phases, phases.get("update", {}).get("candidate"), p.get("verdict"), p.get("stopped"))
-
-
-def _end(store: Any, job_id: str, reason: str) -> None:
-    store.acquire_driver()
-    try:
-        if store.get_job(job_id).status != "done":
-            store.mark_job_interrupted(job_id, reason)
-    finally:
-        store.release_driver()
 
 
 __all__ = ["CycleHooks", "CycleOutcome", "CycleRequest", "PHASES", "cycle", "holdout_goal", "plan_split"]

@@ -1,9 +1,12 @@
 """A cycle's budget, split between its phases before any of them runs: promote's need first (both generations
-on the holdout, the suite and, when asked, the train tasks), the rest between discover and expand; and how many
-templates each holdout part lacks (`unseen`: templates never trained on; `in_skill`: train templates in their
-held-out phrasings), which the cycle's discover tops up."""
+on the holdout, every part of it, the no-forgetting part included, the suite and, when asked, the train tasks), the
+rest between discover and expand; and how many templates each holdout part lacks (`unseen`: templates never trained
+on; `in_skill`: this cycle's own question, held-out compositions of trained operations or train templates in their
+held-out phrasings, rsi.loop.cycle.in_skill), which the cycle's discover tops up."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 from rsi.core.errors import InputError
 from rsi.core.promotion import unit_floor
@@ -29,48 +32,69 @@ def holdout_goal(ctx: WorkspaceContext, target: int | None) -> int:
     return max(need, target) if target is not None else need + TOP_UP_SPARE
 
 
-def holdout_part_units(ctx: WorkspaceContext) -> dict[HoldoutPart, set[str]]:
+def holdout_part_units(ctx: WorkspaceContext, cycle: int | None = None) -> dict[HoldoutPart, set[str]]:
     """The evaluation units (templates) of each holdout part among the active holdout tasks; a holdout task
-    without a part (written before parts existed, or by hand) is of a template never trained on: `unseen`."""
+    without a part (written before parts existed, or by hand) is of a template never trained on: `unseen`. With
+    `cycle`, `in_skill` counts only the in-skill tasks drawn for that cycle (`instance_cycle`): its own question
+    (earlier cycles' are the no-forgetting part)."""
     unit = ctx.contract.promotion.holdout_unit
     out: dict[HoldoutPart, set[str]] = {"unseen": set(), "in_skill": set()}
     for t in holdout_tasks(ctx):
-        out[t.spec.metadata.rsi.holdout_part or "unseen"].add(task_unit(t, unit))
+        meta = t.spec.metadata.rsi
+        if meta.holdout_part == "in_skill" and cycle is not None and (meta.instance_cycle or 0) != cycle:
+            continue
+        out[meta.holdout_part or "unseen"].add(task_unit(t, unit))
     return out
 
 
-def holdout_deficits(ctx: WorkspaceContext, target: int | None,
-                     in_skill_target: int | None = None) -> dict[HoldoutPart, int]:
+def holdout_deficits(ctx: WorkspaceContext, target: int | None, in_skill_target: int | None = None,
+                     cycle: int | None = None) -> dict[HoldoutPart, int]:
     """Templates to add to each part. `unseen`: none when it has the paired test's minimum (and `target`),
     else up to the goal (the minimum plus a spare, or the target). `in_skill`: asked for only with
-    `in_skill_target` (and held-out phrasings in the contract), up to its goal likewise."""
-    have, need = holdout_part_units(ctx), unit_floor(ctx.contract.promotion)
+    `in_skill_target` (and an in-skill source: held-out compositions or phrasings), up to its goal likewise,
+    counted over the in-skill tasks of `cycle` alone when given (a fresh question every cycle)."""
+    have, need = holdout_part_units(ctx, cycle), unit_floor(ctx.contract.promotion)
     unseen = len(have["unseen"])
     out: dict[HoldoutPart, int] = {"unseen": 0 if unseen >= need and (target is None or unseen >= target)
                                    else max(0, holdout_goal(ctx, target) - unseen), "in_skill": 0}
-    if in_skill_target is not None and ctx.contract.promotion.holdout_phrasings > 0:
+    if in_skill_target is not None and in_skill_source(ctx) is not None:
         out["in_skill"] = max(0, holdout_goal(ctx, in_skill_target) - len(have["in_skill"]))
     return out
 
 
+InSkillSource = Literal["compositions", "phrasings"]
+
+
 def in_skill_compositions(ctx: WorkspaceContext, level: int | None = None) -> list[str]:
-    """The compositions (`compose/<op>+<op>[+<op>]`) an in-skill part could draw from: those the contract's template
+    """The compositions (`compose/<op>+<op>[+<op>]`) an in-skill part can draw from: those the contract's template
     split holds out, every operation of them from a train template (rsi.loop.discover.generators.compose). Empty
-    unless the split is by template. Not used by the cycle yet: the in-skill part is still train templates in
-    held-out phrasings; this is the seam for making it held-out compositions of trained operations."""
+    unless the split is by template."""
     from rsi.loop.discover.generators.compose import held_out_compositions  # only this function needs it
 
     p = ctx.contract.promotion
     return held_out_compositions(p.holdout_fraction, level) if p.holdout_unit == "template" else []
 
 
+def in_skill_source(ctx: WorkspaceContext) -> InSkillSource | None:
+    """What this workspace's in-skill part asks: held-out compositions of trained operations where the contract's
+    `promotion.in_skill` says `compositions` and the split has any, else train templates in held-out phrasings
+    (when the contract holds phrasings out); None: it can draw no in-skill task."""
+    p = ctx.contract.promotion
+    if p.in_skill == "compositions" and in_skill_compositions(ctx):
+        return "compositions"
+    return "phrasings" if p.holdout_phrasings > 0 else None
+
+
 def plan_split(ctx: WorkspaceContext, budget: float, discover_share: float = DISCOVER_SHARE,
-               holdout_target: int | None = None, in_skill_target: int | None = None) -> dict[str, float]:
-    """Trials per phase: promote's need first, the rest 40/60 (by default) between discover and expand."""
+               holdout_target: int | None = None, in_skill_target: int | None = None,
+               cycle: int | None = None) -> dict[str, float]:
+    """Trials per phase: promote's need first, the rest 40/60 (by default) between discover and expand.
+    Promote measures every active holdout task for both generations: earlier cycles' in-skill tasks (the frozen
+    no-forgetting part) too, and this cycle's in-skill part (`cycle`) as discover will top it up."""
     p = ctx.contract.promotion
     # a part short of the minimum units (or of an explicit target) is topped up by discover, a task per
     # missing unit: promote pays for those
-    holdout = len(holdout_tasks(ctx)) + sum(holdout_deficits(ctx, holdout_target, in_skill_target).values())
+    holdout = len(holdout_tasks(ctx)) + sum(holdout_deficits(ctx, holdout_target, in_skill_target, cycle).values())
     try:
         suite = len(suite_tasks(ctx))
     except InputError:
@@ -87,5 +111,5 @@ def plan_split(ctx: WorkspaceContext, budget: float, discover_share: float = DIS
     return {"discover": disc, "expand": rest - disc, "update": 0.0, "promote": prom}
 
 
-__all__ = ["DISCOVER_SHARE", "TOP_UP_SPARE", "holdout_deficits", "holdout_goal", "holdout_part_units",
-           "in_skill_compositions", "in_template_count", "plan_split"]
+__all__ = ["DISCOVER_SHARE", "TOP_UP_SPARE", "InSkillSource", "holdout_deficits", "holdout_goal",
+           "holdout_part_units", "in_skill_compositions", "in_skill_source", "in_template_count", "plan_split"]
