@@ -12,7 +12,7 @@ from rsi.loop.discover.phase import next_seed
 from rsi.loop.run import new_job_id
 
 if TYPE_CHECKING:
-    from rsi.loop.cycle.phase import CycleRequest
+    from rsi.loop.cycle.request import CycleRequest
 
 
 def _open_job(ctx: WorkspaceContext, req: CycleRequest) -> tuple[str, str, dict[str, float]]:

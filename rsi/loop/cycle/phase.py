@@ -28,14 +28,12 @@ from typing import Any
 
 from rsi.core.errors import ConfigError, InputError
 from rsi.core.promotion import unit_word
-from rsi.core.replay import HINT_LEVELS
 from rsi.core.task import HoldoutPart
-from rsi.exec.trial import TrialEnv
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.cycle.in_skill import in_skill_draw
 from rsi.loop.cycle.jobs import _end, _open_job
+from rsi.loop.cycle.request import CycleRequest
 from rsi.loop.cycle.split import (
-    DISCOVER_SHARE,
     holdout_deficits,
     holdout_goal,
     holdout_part_units,
@@ -43,57 +41,13 @@ from rsi.loop.cycle.split import (
     plan_split,
 )
 from rsi.loop.discover.phase import DiscoverRequest, discover
-from rsi.loop.expand.candidates import Reflector
 from rsi.loop.expand.phase import ExpandRequest, expand
-from rsi.loop.expand.sources import SourcesPlan
 from rsi.loop.hooks import CycleHooks, DiscoverHooks, ExpandHooks, Progress
 from rsi.loop.promote.phase import PromoteRequest, holdout_tasks, promote
 from rsi.loop.suites import suite_tasks
 from rsi.loop.update.phase import UpdateFailed, UpdateRequest, run_update
-from rsi.sandbox.base import SandboxProvider
 
 PHASES = ("discover", "expand", "update", "promote")
-
-
-@dataclass
-class CycleRequest:
-    budget: float = 200.0  # trials, all phases together
-    discover_share: float = DISCOVER_SHARE  # of what promote leaves; expand gets the rest
-    # holdout units (templates, by the contract's holdout_unit) to top the split up to (default: the test's minimum + 1)
-    holdout_target: int | None = None
-    # train templates to top the in-skill holdout up to (their held-out phrasings; default: no top-up)
-    in_skill_target: int | None = None
-    resume: str | None = None
-    generation: str | None = None
-    concurrency: int = 2
-    # discover
-    n: int = 6
-    attempts: int | None = None  # probe attempts (default: the contract's)
-    probe_per_template: int | None = None  # probe at most this many train candidates per template (None: all)
-    train_templates: bool = False  # aim discover's candidates at the train templates in turn
-    generators: list[str] = field(default_factory=list)
-    levels: list[int] = field(default_factory=list)  # discover's levels, in turn (default: each family's curriculum)
-    seed: int | None = None  # default: above every earlier discover / cycle seed here, so each draws new candidates
-    # expand
-    expand_attempts: int = 1
-    proposals: int = 1
-    round_size: int = 4
-    reflector: Reflector | None = None
-    # expand's training-data sources: an oracle replay of every train task and the hint ladder on failed ones
-    sources: SourcesPlan = field(default_factory=lambda: SourcesPlan(replays=1, hints=HINT_LEVELS))
-    fewshot: int | None = None  # few-shot demonstrations per candidate (None: expand's default)
-    baseline_per_template: int | None = None  # expand's baseline on at most this many tasks per template
-    search: bool = True  # expand's config search
-    # update
-    backend: str = "local"
-    command: str | None = None
-    steps: int | None = None
-    load: bool = True
-    # seams for tests: scripted agents, the fake provider, fast retries
-    probe_agent: str = "harness"
-    promote_agent: str = "harness"
-    provider: SandboxProvider | None = None
-    trial_env_hook: Callable[[TrialEnv], None] | None = None
 
 
 @dataclass
