@@ -218,7 +218,8 @@ def test_rsi_run_exits_non_zero_with_one_line_when_the_lease_is_lost(
         raise LeaseLostError("job-9", "another driver took it over (driver pid 7 on b, lease 29s left)")
 
     monkeypatch.setattr(rsi.loop.run, "run_job", lost)
-    r = CliRunner().invoke(app, ["-w", str(workspace.ws.root), "run", str(tmp_path)], env={"COLUMNS": "400"})
+    r = CliRunner().invoke(app, ["-w", str(workspace.ws.root), "run", str(tmp_path), "--agent", "oracle"],
+                           env={"COLUMNS": "400"})
     assert r.exit_code == 1
     (line,) = r.output.strip().splitlines()
     assert line.startswith("error: job job-9 stopped: another driver took it over")
