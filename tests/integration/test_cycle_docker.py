@@ -33,8 +33,9 @@ WORDS = ["apple", "river", "stone", "cloud", "maple"]
 
 
 def _holdout(tasks: Path, i: int) -> None:
+    # each its own reference: update refuses a train task equal to a sealed one in environment and reference
     d = make_task(tasks, f"hold-{i}", test=ANY_FILE, agent_timeout=300, family="files" if i % 2 else "notes",
-                  instruction=HOLDOUT[i].format(w=WORDS[i]) + "\n")
+                  instruction=HOLDOUT[i].format(w=WORDS[i]) + "\n", solve=f"echo {WORDS[i]} > /app/{WORDS[i]}.txt\n")
     toml = (d / "task.toml").read_text().replace("difficulty = 1\n", 'difficulty = 1\nsplit = "holdout"\n')
     (d / "task.toml").write_text(toml)
 
@@ -60,9 +61,9 @@ def test_cycle_runs_every_phase_and_reports(tmp_path: Path) -> None:
     c["promotion"]["suite_trials_per_task"] = 1
     contract.write_text(yaml.safe_dump(c, sort_keys=False))
     make_task(root / "suites" / "mini", "suite-hello", test=ALWAYS, agent_timeout=300,
-              instruction="Print the word hello with echo.\n")
+              instruction="Print the word hello with echo.\n", solve="echo hello\n")
     make_task(root / "suites" / "mini", "suite-file", test=ANY_FILE, agent_timeout=300,
-              instruction="Create the file /app/out.txt containing ok.\n")
+              instruction="Create the file /app/out.txt containing ok.\n", solve="printf 'ok\\n' > /app/out.txt\n")
     # a tighter harness (fewer turns) is always within the contract
     cfg = root / "harness_configs" / "default.yaml"
     cfg.write_text(re.sub(r"max_turns: \d+\n", "max_turns: 3\n", cfg.read_text(), count=1))
