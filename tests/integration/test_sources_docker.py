@@ -68,6 +68,14 @@ def test_replays_pass_in_docker_and_hinted_rollouts_record_their_hint(ws: tuple[
         copies.append(c)
     r = rsi("run", *map(str, copies), "--agent", "oracle-replay", "-n", "3", env=env, cwd=root)
     assert r.returncode == 0, r.stderr[-3000:]
+    # a reworded copy of a suite task is the suite task itself (same environment and reference): refused as a leak
+    r = rsi("update", "--dry-run", "--json", env=env, cwd=root)
+    assert r.returncode == 2 and "same_instance" in r.stderr and "equals suite task" in r.stderr, r.stderr[-3000:]
+    # other instances (another file in the environment) are data
+    for c in copies:
+        (c / "environment" / "other-instance.txt").write_text(f"{c.name}\n")
+    r = rsi("run", *map(str, copies), "--agent", "oracle-replay", "-n", "3", env=env, cwd=root)
+    assert r.returncode == 0, r.stderr[-3000:]
     r = rsi("update", "--dry-run", "--json", env=env, cwd=root)
     assert r.returncode == 0, r.stderr[-3000:]
     up = json.loads(r.stdout)
