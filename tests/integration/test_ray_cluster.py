@@ -263,8 +263,10 @@ def test_cycle_end_to_end_on_the_cluster(cluster: RayCluster, tmp_path: Path) ->
     make_task(tasks, "touch-ok", test=ANY_FILE, agent_timeout=300,
               instruction="Create the file /app/out.txt containing ok.\n")
     for i, w in enumerate(["apple", "river"]):
+        # each its own reference: update refuses a train task equal to a sealed one in environment and reference
         d = make_task(tasks, f"hold-{i}", test=ANY_FILE, agent_timeout=300, family=f"h{i}",
-                      instruction=f"Create the file /app/{w}.txt containing the word {w}.\n")
+                      instruction=f"Create the file /app/{w}.txt containing the word {w}.\n",
+                      solve=f"echo {w} > /app/{w}.txt\n")
         (d / "task.toml").write_text((d / "task.toml").read_text().replace(
             "difficulty = 1\n", 'difficulty = 1\nsplit = "holdout"\n'))
     r = subprocess.run([sys.executable, "-m", "rsi", "-w", str(root), "cycle", "--budget", "16", "--candidates", "1",
