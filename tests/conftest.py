@@ -20,6 +20,23 @@ def _isolated_rsi_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     return home
 
 
+@pytest.fixture(autouse=True)
+def _registries_as_they_were() -> Iterator[None]:
+    """Undo what a test registered: a fake generator or agent added by one test must not show up in another's
+    listing of every registered provider (providers the package itself loads lazily stay)."""
+    from rsi.core.registry import Registry
+
+    before = [(r, r.items()) for r in Registry.instances]
+    yield
+    for reg, old in before:
+        for name, factory in reg.items().items():
+            if name in old:
+                if old[name] is not factory:
+                    reg.add(name, old[name])
+            elif not getattr(factory, "__module__", "").startswith("rsi."):
+                reg.remove(name)
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Iterator[WorkspaceContext]:
     """`rsi init` (without the starter tasks, and with no regression suite in its contract) at tmp_path/ws, opened."""

@@ -13,9 +13,12 @@ T = TypeVar("T")
 class Registry(Generic[T]):
     """Maps names to factories of one kind of provider (sandbox, agent, training backend...)."""
 
+    instances: list[Registry[object]] = []  # every registry made, so a test harness can undo what a test added
+
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._factories: dict[str, Callable[..., T]] = {}
+        Registry.instances.append(self)  # type: ignore[arg-type]
 
     def register(self, name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
         def deco(factory: Callable[..., T]) -> Callable[..., T]:
@@ -26,6 +29,14 @@ class Registry(Generic[T]):
 
     def add(self, name: str, factory: Callable[..., T]) -> None:
         self._factories[name] = factory
+
+    def remove(self, name: str) -> None:
+        """Forget `name` (a plugin unloaded, or a test's fake going out of scope); unknown names are ignored."""
+        self._factories.pop(name, None)
+
+    def items(self) -> dict[str, Callable[..., T]]:
+        """A copy of the name -> factory map."""
+        return dict(self._factories)
 
     def names(self) -> list[str]:
         return sorted(self._factories)
