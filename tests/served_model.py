@@ -16,12 +16,15 @@ from tests.raycluster import free_port
 
 
 @contextmanager
-def served_model(log_dir: Path, *, cwd: Path | None = None, ready_sec: float = 600) -> Iterator[int]:
-    """Yield the port of a fresh embedded server whose output goes to `log_dir/serve.log`."""
+def served_model(log_dir: Path, *, cwd: Path | None = None, ready_sec: float = 600,
+                 args: tuple[str, ...] = ()) -> Iterator[int]:
+    """Yield the port of a fresh embedded server whose output goes to `log_dir/serve.log` (`args`: more options
+    for `rsi model serve`)."""
     port = free_port()
     log = log_dir / "serve.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "rsi.cli.model", "serve", "--port", str(port)], cwd=cwd,
+        proc = subprocess.Popen([sys.executable, "-m", "rsi.cli.model", "serve", "--port", str(port), *args],
+                                cwd=cwd,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         with ChatClient(f"http://127.0.0.1:{port}/v1") as probe:

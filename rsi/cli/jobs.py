@@ -36,8 +36,9 @@ def run(
     paths: Annotated[list[Path] | None, typer.Argument(help="Task directories or directories of tasks.")] = None,
     agent: Annotated[
         str | None,
-        typer.Option("--agent", "-a", help="Who attempts the tasks (required, except with --harness or --resume): "
-                                            "harness (the model through the generation's harness) | oracle (the "
+        typer.Option("--agent", "-a", help="Who attempts the tasks (required, except with --harness, --model, "
+                                            "--endpoint or --resume): harness (the model through the generation's "
+                                            "harness) | oracle (the "
                                             "reference solution) | nop (does nothing) | oracle-replay (the "
                                             "reference as harness turns) | hinted (the model with a hint) | "
                                             "known_wrong (a discovery candidate's wrong solution). On --resume: "
@@ -65,6 +66,17 @@ def run(
                                        "external agent behind the recording gateway); implies --agent harness; "
                                        "repeat for side by side."),
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="For this job, the model every request names (e.g. what vLLM serves as "
+                                     "--served-model-name). Default: the generation's (its adapter, else rsi.yaml "
+                                     "base_model)."),
+    ] = None,
+    endpoint: Annotated[
+        str | None,
+        typer.Option("--endpoint", help="For this job, an OpenAI-compatible base URL (e.g. "
+                                        "http://127.0.0.1:8000/v1) instead of the harness config's model.endpoint."),
+    ] = None,
     budget: Annotated[float | None, typer.Option("--budget", help="Stop when this much is spent (see --unit).")] = None,
     unit: Annotated[str, typer.Option("--unit", help="Budget unit: trials | tokens | minutes.")] = "trials",
     resume: Annotated[str | None, typer.Option("--resume", help="Finish the unfinished trials of JOB.")] = None,
@@ -84,14 +96,16 @@ def run(
     from rsi.report.jobs import job_json
 
     with errors():
-        if agent is None and not harness and not resume:
+        model_given = model is not None or endpoint is not None
+        if agent is None and not harness and not resume and not model_given:
             raise InputError("--agent", None, "say who attempts the tasks: harness (the model) | oracle | nop | "
                                               "oracle-replay | hinted | known_wrong")
         wctx = open_context(ctx)
         configs = list(config or []) + [harness_config_file(wctx, name) for name in harness or []]
-        req = RunRequest(paths=list(paths or []), agent=agent or ("harness" if harness else None), variant=variant,
+        implied = "harness" if harness or (model_given and not resume) else None
+        req = RunRequest(paths=list(paths or []), agent=agent or implied, variant=variant,
                          attempts=k, concurrency=n, generations=list(gen or []), configs=configs, resume=resume,
-                         budget=budget, budget_unit=unit)
+                         budget=budget, budget_unit=unit, model=model, endpoint=endpoint)
         use_executor(wctx, executor, address)
         tracking = open_tracking(wctx, report_to)
         try:

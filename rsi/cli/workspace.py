@@ -28,6 +28,15 @@ def init(
     harness: Annotated[str | None, typer.Option(
         "--harness", help="The harness config gen-0000 pairs with (harness_configs/NAME.yaml; e.g. mini-swe, an "
                           "external agent behind the recording gateway). Default: default.")] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="With --endpoint: the model it serves (e.g. vLLM's --served-model-name); becomes rsi.yaml "
+                        "base_model and gen-0000's base. Default: SmolLM2-135M-Instruct.")] = None,
+    endpoint: Annotated[str | None, typer.Option(
+        "--endpoint", help="Your own OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1) instead of the "
+                           "embedded model; written to the harness config's model.endpoint.")] = None,
+    api_key_env: Annotated[str | None, typer.Option(
+        "--api-key-env", help="With --endpoint: the environment variable holding its API key (the key itself is "
+                              "never written).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the workspace and gen-0000 as JSON.")] = False,
     _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
@@ -35,15 +44,16 @@ def init(
 
     On failure the directory is left as it was."""
     from rsi.core.errors import InputError
-    from rsi.loop.init import init_workspace
+    from rsi.loop.init import OwnModel, init_workspace
 
     with errors():
         other = workspace_root(ctx)
         if directory is not None and other is not None and directory.resolve() != other.resolve():
             raise InputError(str(directory), None, f"and -w {other} name two workspaces; give one")
         directory = directory or other or Path(".")
+        own = OwnModel.of(model, endpoint, api_key_env)
         with _undone_on_failure(directory):
-            m = init_workspace(directory, starter_tasks=tasks, harness=harness)
+            m = init_workspace(directory, starter_tasks=tasks, harness=harness, own_model=own)
     if json_out:
         print_json({"workspace": str(directory.resolve()), "generation": m.model_dump(mode="json")})
         return
@@ -52,6 +62,8 @@ def init(
         f"{m.id}: base {m.base_model.id}, harness config {m.harness_config.name} "
         f"({m.harness_config.digest[:12]}), contract {m.contract}"
     )
+    if own is not None:
+        console.print(f"model endpoint: {own.endpoint} (check it with: rsi doctor -w {directory})", highlight=False)
 
 
 @contextmanager

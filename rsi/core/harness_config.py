@@ -19,6 +19,7 @@ import copy
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -47,12 +48,35 @@ class _Strict(RsiModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def check_endpoint(endpoint: str) -> str:
+    """`embedded`, or an OpenAI-compatible base URL (http(s)://host[:port][/path]); anything else is an error."""
+    if endpoint == EMBEDDED_ENDPOINT:
+        return endpoint
+    try:
+        parts = urlsplit(endpoint)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        parts, port_ok = None, False
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise ValueError(f"'{endpoint}' is not 'embedded' or an http(s) base URL such as http://127.0.0.1:8000/v1")
+    return endpoint.rstrip("/")
+
+
 class ModelRef(_Strict):
     # `embedded` means the localhost server `rsi model serve` starts; otherwise an OpenAI-compatible
     # base URL such as http://127.0.0.1:8000/v1.
     endpoint: str = EMBEDDED_ENDPOINT
-    api_key_env: str | None = None
+    # The `model` every request names. Unset (the usual case): the generation's serve name, i.e. its
+    # adapter's name once it has one, else the base model id (rsi.yaml `base_model`). Set it only to pin
+    # one served name whatever the generation (`rsi run --model` does, for one job).
+    name: str | None = Field(default=None, min_length=1)
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     request_timeout_sec: float = Field(default=120.0, gt=0)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, v: str) -> str:
+        return check_endpoint(v)
 
 
 class FewShotCallFunction(_Strict):
@@ -253,7 +277,8 @@ _CanonicalDumper.add_representer(str, _represent_str)
 EXPANDABLE_ROOTS: tuple[str, ...] = ("prompt", "sampling", "loop", "action_format", "tools", "limits", "external")
 # Paths no variant may set: the config's identity-of-record and the expansion plan itself (an external
 # harness's program and version: a variant changes its config, never which program runs).
-FROZEN_PATHS: tuple[str, ...] = ("schema_version", "name", "contract", "model.endpoint", "search_space", "mol",
+FROZEN_PATHS: tuple[str, ...] = ("schema_version", "name", "contract", "model.endpoint", "model.name",
+                                 "search_space", "mol",
                                  "kind", "external.program", "external.version")
 
 _INDEX = re.compile(r"\[(\d+)\]")

@@ -72,6 +72,9 @@ class Limits:
 
 
 def _model_name(ctx: AgentContext) -> str:
+    """The `model` a request names: the config's pinned `model.name`, else the generation's serve name."""
+    if ctx.harness_config is not None and ctx.harness_config.model.name:
+        return ctx.harness_config.model.name
     return ctx.generation.serve_name() if ctx.generation is not None else DEFAULT_MODEL
 
 

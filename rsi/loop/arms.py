@@ -14,7 +14,7 @@ from pathlib import Path
 from rsi.core.arm import Arm, TrialSpec, make_trial_id
 from rsi.core.errors import InputError
 from rsi.core.generation import GenerationManifest
-from rsi.core.harness_config import HarnessConfig
+from rsi.core.harness_config import HarnessConfig, check_endpoint
 from rsi.core.task import Task
 from rsi.loop.context import WorkspaceContext, check_config
 from rsi.store.files import load_harness_config
@@ -57,6 +57,42 @@ def resolve_arms(
                                  g, cfg))
     seen: set[str] = set()
     return [p for p in plans if not (p.arm.id in seen or seen.add(p.arm.id))]  # type: ignore[func-returns-value]
+
+
+def override_model(
+    ctx: WorkspaceContext, plans: list[ArmPlan], model: str | None, endpoint: str | None,
+) -> list[ArmPlan]:
+    """The arms with their configs' model pinned to `model` and/or sent to `endpoint` for one job (`rsi run
+    --model/--endpoint`). Each changed config is stored by digest like any other, so a resumed job gets the
+    same arms back; agents that call no model refuse the options."""
+    if model is None and endpoint is None:
+        return plans
+    opt = "--model" if model is not None else "--endpoint"
+    if model is not None and not model.strip():
+        raise InputError("--model", None, "must name the model the endpoint serves")
+    if endpoint is not None:
+        try:
+            endpoint = check_endpoint(endpoint)
+        except ValueError as e:
+            raise InputError("--endpoint", None, str(e)) from None
+    out: list[ArmPlan] = []
+    for p in plans:
+        if p.config is None:
+            raise InputError(opt, None, f"agent '{p.arm.agent}' calls no model; {opt} is for "
+                                        f"{', '.join(CONFIG_AGENTS)}")
+        update: dict[str, object] = {}
+        if model is not None:
+            update["name"] = model.strip()
+        if endpoint is not None:
+            update["endpoint"] = endpoint
+        cfg = p.config.model_copy(update={"model": p.config.model.model_copy(update=update)})
+        cfg = HarnessConfig.model_validate(cfg.model_dump(mode="json", exclude_none=True))
+        label = " ".join(f"--{k} {v}" for k, v in (("model", model), ("endpoint", endpoint)) if v is not None)
+        digest = ctx.register_config(cfg, origin="manual", source=f"{(p.arm.config_digest or '')[:12]} {label}",
+                                     parent=p.arm.config_digest)
+        out.append(ArmPlan(Arm(agent=p.arm.agent, generation=p.arm.generation, config_digest=digest,
+                               variant=p.arm.variant), p.generation, cfg))
+    return out
 
 
 def arms_of_job(ctx: WorkspaceContext, job_id: str) -> list[ArmPlan]:

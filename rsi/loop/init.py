@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from rsi.core.errors import InputError
 from rsi.core.generation import BaseModelRef, GenerationManifest, GenerationState, HarnessRef, generation_id
+from rsi.core.harness_config import check_endpoint
 from rsi.core.settings import WorkspaceSettings
 from rsi.loop.context import WorkspaceContext, check_config, sync_generations
 from rsi.store.bundled import bundled_contract, bundled_harness_configs, bundled_suites, bundled_tasks
@@ -37,26 +40,85 @@ def gen0_manifest(ctx: WorkspaceContext) -> GenerationManifest:
     cfg_path = ctx.ws.resolve(settings.harness_config)
     cfg = load_harness_config(cfg_path)
     check_config(cfg, ctx.contract, cfg_path)
+    # the bundled GGUF's digest names the embedded model only; another model's weights are not here to hash
+    digest = base_model_digest() if settings.base_model == WorkspaceSettings().base_model else None
     return GenerationManifest(
         id=generation_id(0),
         parent=None,
         state=GenerationState.PROMOTED,
         contract=ctx.contract.hcp,
-        base_model=BaseModelRef(id=settings.base_model, digest=base_model_digest()),
+        base_model=BaseModelRef(id=settings.base_model, digest=digest),
         adapters={},
         harness_config=HarnessRef(name=cfg.name, digest=cfg.digest()),
     )
 
 
-def init_workspace(root: Path, *, starter_tasks: bool = True, harness: str | None = None) -> GenerationManifest:
+@dataclass(frozen=True)
+class OwnModel:
+    """`rsi init --model NAME --endpoint URL [--api-key-env VAR]`: gen-0000 is NAME served at URL (any
+    OpenAI-compatible server: vLLM, SGLang, a hosted API) rather than the embedded SmolLM2."""
+
+    endpoint: str
+    model: str | None = None
+    api_key_env: str | None = None
+
+    @staticmethod
+    def of(model: str | None, endpoint: str | None, api_key_env: str | None) -> OwnModel | None:
+        """Checked options (an InputError names the one at fault); None when none was given."""
+        if endpoint is None:
+            for opt, v in (("--model", model), ("--api-key-env", api_key_env)):
+                if v is not None:
+                    raise InputError(opt, None, "needs --endpoint URL (the embedded endpoint serves "
+                                                f"{WorkspaceSettings().base_model} only)")
+            return None
+        try:
+            endpoint = check_endpoint(endpoint)
+        except ValueError as e:
+            raise InputError("--endpoint", None, str(e)) from None
+        if model is not None and not model.strip():
+            raise InputError("--model", None, "must name the model the endpoint serves")
+        if api_key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env):
+            raise InputError("--api-key-env", None, f"'{api_key_env}' is not an environment variable name")
+        return OwnModel(endpoint, model.strip() if model else None, api_key_env)
+
+
+def _point_config_at(path: Path, own: OwnModel) -> None:
+    """Set the harness config's `model.endpoint` (and `api_key_env`) in place, keeping its comments."""
+    text = path.read_text()
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.rstrip() == "model:"), None)
+    edited = None
+    if start is not None:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i] and not lines[i][0].isspace()), len(lines))
+        block = [ln for ln in lines[start + 1:end]
+                 if not re.match(r"\s+(endpoint|api_key_env):", ln)]
+        indent = next((re.match(r"\s+", ln).group(0) for ln in block if re.match(r"\s+\S", ln)), "  ")  # type: ignore[union-attr]
+        new = [f"{indent}endpoint: {own.endpoint}"] + ([f"{indent}api_key_env: {own.api_key_env}"]
+                                                       if own.api_key_env else [])
+        edited = "\n".join(lines[:start + 1] + new + block + lines[end:]) + "\n"
+    data = yaml.safe_load(text) or {}
+    want = {**(data.get("model") or {}), "endpoint": own.endpoint}
+    if own.api_key_env:
+        want["api_key_env"] = own.api_key_env
+    if edited is None or (yaml.safe_load(edited) or {}).get("model") != want:  # no plain block: rewrite it whole
+        edited = yaml.safe_dump({**data, "model": want}, sort_keys=False)
+    write_atomic(path, edited)
+
+
+def init_workspace(root: Path, *, starter_tasks: bool = True, harness: str | None = None,
+                   own_model: OwnModel | None = None) -> GenerationManifest:
     """Create the workspace layout at `root` (idempotent) and register gen-0000.
 
     `harness` names the harness config gen-0000 pairs with (`harness_configs/<name>.yaml`, e.g. `mini-swe`, an
-    external agent); written to rsi.yaml. A workspace that already has rsi.yaml keeps its own."""
+    external agent); written to rsi.yaml. A workspace that already has rsi.yaml keeps its own. `own_model`
+    points that config at an OpenAI-compatible endpoint and names the base model it serves."""
     root = root.resolve()
     if root.exists() and not root.is_dir():
         raise InputError(str(root), None, "exists and is not a directory")
     ws = Workspace(root)
+    if own_model is not None and ws.settings_path.exists():
+        raise InputError(str(ws.settings_path), "harness_config", "this workspace exists already; point it at "
+                         "another endpoint by editing its harness config's model.endpoint")
     for d in (ws.contracts_dir, ws.harness_configs_dir, ws.tasks_dir, ws.generations_dir, ws.state_dir):
         d.mkdir(parents=True, exist_ok=True)
     contract = ws.contracts_dir / bundled_contract().name
@@ -82,6 +144,10 @@ def init_workspace(root: Path, *, starter_tasks: bool = True, harness: str | Non
                 known = ", ".join(sorted(p.stem for p in ws.harness_configs_dir.glob("*.yaml")))
                 raise InputError("--harness", None, f"no harness config {root / rel} (known: {known})")
             settings = WorkspaceSettings(harness_config=rel)
+        if own_model is not None:
+            _point_config_at(ws.resolve(settings.harness_config), own_model)
+            if own_model.model:
+                settings = settings.model_copy(update={"base_model": own_model.model})
         write_atomic(ws.settings_path, yaml.safe_dump(settings.model_dump(mode="json"), sort_keys=False))
     elif harness is not None and ws.resolve(WorkspaceContext(ws).settings.harness_config) != \
             (root / f"harness_configs/{harness}.yaml"):
@@ -100,4 +166,4 @@ def init_workspace(root: Path, *, starter_tasks: bool = True, harness: str | Non
     return m
 
 
-__all__ = ["init_workspace", "sync_generations", "SETTINGS_FILE"]
+__all__ = ["OwnModel", "init_workspace", "sync_generations", "SETTINGS_FILE"]

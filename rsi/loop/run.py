@@ -37,7 +37,7 @@ from rsi.exec.trial import TrialEnv
 from rsi.exec.verifier_offline import check_verifiers_offline
 from rsi.harness.agent import AGENTS
 from rsi.harness.builtin import load_agents
-from rsi.loop.arms import ArmPlan, arms_of_job, resolve_arms, trial_spec
+from rsi.loop.arms import CONFIG_AGENTS, ArmPlan, arms_of_job, override_model, resolve_arms, trial_spec
 from rsi.loop.context import WorkspaceContext
 from rsi.loop.hooks import Progress
 from rsi.sandbox.base import SandboxError, SandboxProvider
@@ -71,6 +71,8 @@ class RunRequest:
     parent_job: str | None = None  # the phase job (discover, expand...) this job runs trials for
     params: dict[str, object] | None = None  # what the parent job needs to find this one again
     task_state: str = "active"  # how new tasks are registered (discovery's candidates: "candidate")
+    model: str | None = None  # `rsi run --model`: the served name every request of this job names
+    endpoint: str | None = None  # `rsi run --endpoint`: the OpenAI-compatible base URL for this job
 
 
 @dataclass
@@ -98,6 +100,9 @@ def _check_request(req: RunRequest) -> None:
         raise InputError("--concurrency", None, "must be at least 1")
     if req.budget is not None and req.budget <= 0:
         raise InputError("--budget", None, "must be more than 0")
+    given = "--model" if req.model is not None else "--endpoint" if req.endpoint is not None else None
+    if given and req.agent is not None and req.agent not in CONFIG_AGENTS:
+        raise InputError(given, None, f"agent '{req.agent}' calls no model; {given} is for {', '.join(CONFIG_AGENTS)}")
     if req.budget_unit not in UNITS:
         raise InputError("--unit", None, f"'{req.budget_unit}' is not one of {', '.join(UNITS)}")
 
@@ -137,8 +142,9 @@ def run_job(
             raise ConfigError(
                 f"--resume {existing.id}: the job ran generation {', '.join(gens)}, not {', '.join(asked)}"
             )
-        if req.configs:
-            raise ConfigError(f"--resume {existing.id}: a resumed job keeps its arms; --config is not allowed")
+        if req.configs or req.model is not None or req.endpoint is not None:
+            what = "--config" if req.configs else "--model" if req.model is not None else "--endpoint"
+            raise ConfigError(f"--resume {existing.id}: a resumed job keeps its arms; {what} is not allowed")
         if existing.tasks_fingerprint != tasks_fingerprint(tasks):
             raise ConfigError(f"--resume {existing.id}: the tasks' contents differ from the job's (digests changed)")
     elif req.arm_plans is not None:
@@ -157,6 +163,7 @@ def run_job(
             except RsiError as e:
                 raise InputError("--variant", None, str(e)) from None
         arm_plans = resolve_arms(ctx, agent, gens, list(req.configs), variant=variant)
+        arm_plans = override_model(ctx, arm_plans, req.model, req.endpoint)
 
     # The substrate must answer before anything is written: a refused job leaves no rows behind.
     from rsi.sandbox.base_image import resolve_base_image

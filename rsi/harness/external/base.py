@@ -64,6 +64,8 @@ def check_installed(ext: ExternalHarness) -> None:
 
 
 def _serve_name(ctx: AgentContext) -> str:
+    if ctx.harness_config is not None and ctx.harness_config.model.name:
+        return ctx.harness_config.model.name
     return ctx.generation.serve_name() if ctx.generation is not None else DEFAULT_MODEL
 
 
