@@ -78,6 +78,14 @@ class ModelRef(_Strict):
     def _endpoint(cls, v: str) -> str:
         return check_endpoint(v)
 
+    @model_serializer(mode="wrap")
+    def _drop_unpinned(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # a config without a pinned name keeps the digest it had before `name` existed
+        data: dict[str, Any] = handler(self)
+        if data.get("name", 0) is None:
+            data.pop("name")
+        return data
+
 
 class FewShotCallFunction(_Strict):
     name: str
