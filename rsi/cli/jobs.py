@@ -33,7 +33,9 @@ def register(app: typer.Typer) -> None:
 
 def run(
     ctx: typer.Context,
-    paths: Annotated[list[Path] | None, typer.Argument(help="Task directories or directories of tasks.")] = None,
+    paths: Annotated[list[Path] | None, typer.Argument(
+        help="Task directories, directories of tasks, or task names as `rsi tasks list` prints them (relative "
+             "paths against -w first when -w is given).")] = None,
     agent: Annotated[
         str | None,
         typer.Option("--agent", "-a", help="Who attempts the tasks (required, except with --harness, --model, "
@@ -101,6 +103,9 @@ def run(
             raise InputError("--agent", None, "say who attempts the tasks: harness (the model) | oracle | nop | "
                                               "oracle-replay | hinted | known_wrong")
         wctx = open_context(ctx)
+        from rsi.cli.tasks import resolve_path
+
+        paths = [resolve_path(ctx, p) for p in paths or []]
         configs = list(config or []) + [harness_config_file(wctx, name) for name in harness or []]
         implied = "harness" if harness or (model_given and not resume) else None
         req = RunRequest(paths=list(paths or []), agent=agent or implied, variant=variant,

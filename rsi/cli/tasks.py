@@ -129,6 +129,20 @@ def task_dir(ctx: typer.Context, given: Path) -> Path:
     return roots[0] / given
 
 
+def resolve_path(ctx: typer.Context, given: Path) -> Path:
+    """A task or a directory of tasks as the user names it (`rsi run PATH`): an existing directory (relative paths
+    against -w first when -w is given, else the current directory first, then the workspace root), else a task's
+    name as `rsi tasks list` prints it (`task_dir`)."""
+    if given.is_absolute():
+        return given
+    explicit = workspace_root(ctx)
+    ws = Workspace.locate(explicit)
+    for r in [ws.root, Path.cwd()] if explicit is not None else [Path.cwd(), ws.root]:
+        if (r / given).is_dir():
+            return r / given
+    return task_dir(ctx, given)
+
+
 @app.command()
 def show(
     ctx: typer.Context,

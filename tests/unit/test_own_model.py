@@ -116,3 +116,23 @@ def test_run_refuses_model_options_for_an_agent_without_a_model(workspace: Works
     r = runner.invoke(app, ["-w", str(workspace.ws.root), "run", str(tmp_path), "--agent", "oracle",
                             "--model", "m"])
     assert r.exit_code == 2 and "--model" in r.output, r.output
+
+
+def test_run_paths_are_names_or_paths_resolved_against_the_workspace(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import click
+
+    from rsi.cli.tasks import resolve_path
+
+    root = tmp_path / "ws"
+    assert runner.invoke(app, ["init", str(root)]).exit_code == 0
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "tasks").mkdir(parents=True)
+    monkeypatch.chdir(elsewhere)
+    ctx = click.Context(click.Command("rsi"), obj={"workspace": root})
+    assert resolve_path(ctx, Path("tasks")) == root / "tasks"  # -w given: the workspace's tasks/, not cwd's
+    assert resolve_path(ctx, Path("append-line")) == root / "tasks" / "append-line"  # a name from `tasks list`
+    assert resolve_path(ctx, tmp_path) == tmp_path
+    plain = click.Context(click.Command("rsi"), obj={})
+    monkeypatch.chdir(root)
+    assert resolve_path(plain, Path("tasks")).resolve() == (root / "tasks").resolve()
