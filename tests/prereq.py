@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-SETUP_HINT = "run `scripts/setup.sh` (installs and starts Docker, builds the base image, installs the model)"
+SETUP_HINT = "run `scripts/setup.sh --dev` (installs and starts Docker, builds the base image, installs the model)"
 
 
 def skip_integration() -> bool:

@@ -40,7 +40,7 @@ def test_readme_is_a_front_page() -> None:
     readme = (ROOT / "README.md").read_text()
     assert len(readme.encode()) <= 12 * 1024, f"README is {len(readme.encode())} bytes"
     assert "scripts/setup.sh && rsi demo\n" in readme
-    assert "scripts/setup.sh && python3 -m pytest -q\n" in readme
+    assert "scripts/setup.sh --dev && python3 -m pytest -q\n" in readme
     links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme)
     local = [x for x in links if not x.startswith("http")]
     assert local, "the README links to the docs"
