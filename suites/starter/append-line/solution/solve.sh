@@ -1,4 +1,4 @@
 #!/bin/bash
 set -e
 cd /app
-echo "third line" >> /app/notes.txt
+echo "gamma" >> /app/notes.txt

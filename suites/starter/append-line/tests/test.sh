@@ -17,7 +17,7 @@ def read(path):
     return p.read_text(errors="replace")
 
 lines = read("/app/notes.txt").splitlines()
-want = ["first line", "second line", "third line"]
+want = ["alpha", "beta", "gamma"]
 if lines != want:
     fail(f"/app/notes.txt lines are {lines!r}, expected {want!r}")
 

@@ -17,8 +17,8 @@ def read(path):
     return p.read_text(errors="replace")
 
 text = read("/app/line_count.txt").strip()
-if text != "17":
-    fail(f"/app/line_count.txt holds {text!r}, expected '17'")
+if text != "23":
+    fail(f"/app/line_count.txt holds {text!r}, expected '23'")
 
 print("PASS")
 PY

@@ -21,8 +21,8 @@ try:
     got = float(text)
 except ValueError:
     fail(f"/app/answer.txt holds {text!r}, not a number")
-if got != 40:
-    fail(f"/app/answer.txt holds {text!r}, expected 40")
+if got != 37:
+    fail(f"/app/answer.txt holds {text!r}, expected 37")
 
 print("PASS")
 PY

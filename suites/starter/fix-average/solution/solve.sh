@@ -1,4 +1,4 @@
 #!/bin/bash
 set -e
 cd /app
-sed -i 's/len(numbers) - 1/len(numbers)/' /app/average.py
+sed -i 's/len(vals) - 1/len(vals)/' /app/average.py

@@ -1,5 +1,5 @@
 import sys
 
-n = int(sys.argv[1])
-for i in range(1, n):
-    print(i)
+limit = int(sys.argv[1])
+for k in range(1, limit):
+    print(k)

@@ -1,4 +1,4 @@
 #!/bin/bash
 set -e
 cd /app
-sed -i 's/range(1, n)/range(1, n + 1)/' /app/count.py
+sed -i 's/range(1, limit)/range(1, limit + 1)/' /app/count.py

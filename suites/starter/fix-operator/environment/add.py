@@ -1,8 +1,8 @@
 import sys
 
 
-def add(a, b):
-    return a - b
+def add(x, y):
+    return x - y
 
 
 print(add(int(sys.argv[1]), int(sys.argv[2])))

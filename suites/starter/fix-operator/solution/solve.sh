@@ -1,4 +1,4 @@
 #!/bin/bash
 set -e
 cd /app
-sed -i 's/return a - b/return a + b/' /app/add.py
+sed -i 's/return x - y/return x + y/' /app/add.py

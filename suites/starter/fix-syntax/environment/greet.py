@@ -1,4 +1,7 @@
 import sys
 
-name = sys.argv[1] if len(sys.argv) > 1 else "World"
-print("Hello, " + name + "!"
+if len(sys.argv) > 1
+    name = sys.argv[1]
+else:
+    name = "World"
+print("Hello, " + name + "!")

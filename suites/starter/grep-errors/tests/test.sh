@@ -17,7 +17,7 @@ def read(path):
     return p.read_text(errors="replace")
 
 lines = read("/app/errors.txt").splitlines()
-want = ['2024-05-01 10:01:12 ERROR failed to open config.yaml', '2024-05-01 10:03:02 ERROR timeout calling payments', '2024-05-01 10:04:44 ERROR disk quota exceeded']
+want = ['2024-06-12 08:00:04 ERROR cache server refused connection', '2024-06-12 08:02:11 ERROR job 17 crashed: out of memory', '2024-06-12 08:04:02 ERROR lost lease on queue', '2024-06-12 08:04:05 ERROR flush incomplete']
 if lines != want:
     fail(f"/app/errors.txt lines are {lines!r}, expected {want!r}")
 

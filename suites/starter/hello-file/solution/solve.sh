@@ -1,4 +1,4 @@
 #!/bin/bash
 set -e
 cd /app
-echo "hello world" > /app/hello.txt
+echo "hello there" > /app/hello.txt

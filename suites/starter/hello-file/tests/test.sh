@@ -17,8 +17,8 @@ def read(path):
     return p.read_text(errors="replace")
 
 text = read("/app/hello.txt")
-if text not in ("hello world", "hello world\n"):
-    fail(f"/app/hello.txt holds {text!r}, expected 'hello world'")
+if text not in ("hello there", "hello there\n"):
+    fail(f"/app/hello.txt holds {text!r}, expected 'hello there'")
 
 print("PASS")
 PY

@@ -21,8 +21,8 @@ try:
     got = float(text)
 except ValueError:
     fail(f"/app/answer.txt holds {text!r}, not a number")
-if got != 11:
-    fail(f"/app/answer.txt holds {text!r}, expected 11")
+if got != 9:
+    fail(f"/app/answer.txt holds {text!r}, expected 9")
 
 print("PASS")
 PY

@@ -21,8 +21,8 @@ try:
     got = float(text)
 except ValueError:
     fail(f"/app/answer.txt holds {text!r}, not a number")
-if got != 105:
-    fail(f"/app/answer.txt holds {text!r}, expected 105")
+if got != 125:
+    fail(f"/app/answer.txt holds {text!r}, expected 125")
 
 print("PASS")
 PY

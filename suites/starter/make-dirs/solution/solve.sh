@@ -1,5 +1,5 @@
 #!/bin/bash
 set -e
 cd /app
-mkdir -p /app/project/src /app/project/tests /app/project/docs
-echo "# project" > /app/project/README.md
+mkdir -p /app/webapp/static /app/webapp/templates /app/webapp/docs
+echo "# webapp" > /app/webapp/README.md

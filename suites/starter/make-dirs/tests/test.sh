@@ -1,5 +1,5 @@
 #!/bin/bash
-# Verifier for make-dirs: the /app/project tree exists and README.md holds '# project'
+# Verifier for make-dirs: the /app/webapp tree exists and README.md holds '# webapp'
 # Checks content with python3 only and always writes /logs/verifier/reward.txt (1 or 0).
 mkdir -p /logs/verifier
 if python3 - <<'PY'
@@ -16,13 +16,13 @@ def read(path):
         fail(f"{path} does not exist or is not a regular file")
     return p.read_text(errors="replace")
 
-for sub in ("src", "tests", "docs"):
-    p = Path("/app/project") / sub
+for sub in ("static", "templates", "docs"):
+    p = Path("/app/webapp") / sub
     if not p.is_dir():
         fail(f"{p} is not a directory")
-text = read("/app/project/README.md")
-if text not in ("# project", "# project\n"):
-    fail(f"/app/project/README.md holds {text!r}, expected '# project'")
+text = read("/app/webapp/README.md")
+if text not in ("# webapp", "# webapp\n"):
+    fail(f"/app/webapp/README.md holds {text!r}, expected '# webapp'")
 
 print("PASS")
 PY

@@ -19,7 +19,7 @@ def read(path):
 if Path("/app/draft.txt").exists():
     fail("/app/draft.txt still exists")
 text = read("/app/final.txt")
-if text != 'Quarterly report\nrevenue: 1200\ncosts: 950\n':
+if text != 'Monthly summary\nvisits: 3400\nsignups: 120\n':
     fail(f"/app/final.txt holds {text!r}, expected the original draft")
 
 print("PASS")
