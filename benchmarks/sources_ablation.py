@@ -139,7 +139,10 @@ def main() -> None:
                 up = rsi(ws, "update", "--gen", "gen-0000", "--no-load", "--steps", str(steps))
         except RuntimeError as e:
             print(f"{name}: no candidate ({e})", flush=True)
-            rec.add(f"{name.replace(' ', '_')}_samples", f"{name}: samples", 0, note=f"no candidate ({e})"[:200])
+            # the page gets the reason in a sentence; the raw error stays in the run's output above
+            why = str(e).rsplit("no candidate registered: ", 1)[-1].split(";")[0].strip()
+            rec.add(f"{name.replace(' ', '_')}_samples", f"{name}: samples", 0,
+                    note=f"no candidate: {why}"[:120])
             continue
         samples = (up.get("selection", {}).get("samples") or {}).get("by_source", {})
         cand = up["candidate"]

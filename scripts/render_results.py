@@ -122,6 +122,57 @@ def _header(r: Record) -> str:
     return "\n".join(head) + "\n"
 
 
+# What the labels on this page mean (the benchmark scripts name figures as the issues that set their targets did).
+LEGEND = [
+    ("in-skill / unseen / suite / no-forgetting", "the parts of the sealed holdout promote measures: held-out "
+     "combinations of trained skills (gated for improvement), templates no training task used, the fixed "
+     "regression suite `suites/starter`, and earlier cycles' in-skill tasks (each gated: not worse beyond a margin)"),
+    ("p", "a one-sided p-value of the gate's paired test; a gate passes when it is below the bound shown"),
+    ("P1, P2, P6", "per-trial overhead over the raw docker CLI; speed-up of 4 trials at a time over 1; image reuse"),
+    ("P3, P4, P5", "prompt-prefix reuse; the store at 100k trials; config search, adaptive against random"),
+    ("E6", "Mixture-of-LoRA quality: routed specialists against one adapter"),
+    ("issue N", "the project issue whose target the figure measures"),
+    ("x", "a ratio against a baseline measured in the same run"),
+]
+
+
+def summary(records: list[Record]) -> list[str]:
+    """Three sentences on what the newest demo showed, from its record (none when there is no demo record)."""
+    demo = next((r for r in records if r.script == "demo"), None)
+    if demo is None:
+        return []
+    f = {x.id: x for x in demo.figures}
+    cycles = sorted({int(k.rsplit("_c", 1)[1]) for k in f if k.startswith("decision_c")})
+    if not cycles:
+        return []
+    wall = f.get("wall_total_min") or f.get("wall_min")
+    one = (f"The newest `rsi demo` ({demo.date[:10]}, commit `{demo.commit}`) ran {len(cycles)} cycle(s) on the "
+           f"bundled SmolLM2-135M in Docker on {demo.machine.cpus} CPUs" +
+           (f" in {float(wall.value):.0f} min." if wall and isinstance(wall.value, (int, float)) else "."))
+    said = []
+    for c in cycles:
+        dec = f[f"decision_c{c}"].value
+        samples = f.get(f"samples_c{c}")
+        rate = f.get(f"in_skill_rate_c{c}")
+        p = f.get(f"in_skill_p_c{c}")
+        bits = [f"cycle {c} trained on {samples.value} verified samples" if samples else f"cycle {c}"]
+        if rate and rate.note:
+            bits.append(f"in-skill holdout {rate.note}" + (f" (p = {float(p.value):.3g})" if p and
+                                                          isinstance(p.value, (int, float)) else ""))
+        said.append(", ".join(bits) + f": {dec}")
+    two = "; ".join(said).capitalize() + "."
+    promoted = [c for c in cycles if f[f"decision_c{c}"].value == "promoted"]
+    three = ("Gains compounded: every cycle's candidate was promoted over its parent." if len(promoted) == len(cycles)
+             and len(cycles) > 1 else
+             f"The loop improved the model in {len(promoted)} of {len(cycles)} cycle(s); the figures below say where "
+             "each gate stood.")
+    return [" ".join([one, two, three]), ""]
+
+
+def legend() -> list[str]:
+    return ["Labels:", ""] + [f"- **{k}**: {v}" for k, v in LEGEND] + [""]
+
+
 def render(records: list[Record]) -> str:
     rank = {name: i for i, name in enumerate(ORDER)}
     records = sorted(records, key=lambda r: (rank.get(r.script, len(ORDER)), r.script))
@@ -132,6 +183,7 @@ def render(records: list[Record]) -> str:
         "benchmark), not this page -->",
         "# Results",
         "",
+        *summary(records),
         "Every figure here comes from the newest record a benchmark script wrote when it ran "
         "(`benchmarks/records/<script>.json`): the value, the target beside it, the seed's or a peer's number "
         "where one exists, and the command, commit, date and machine it was measured on. "
@@ -143,6 +195,7 @@ def render(records: list[Record]) -> str:
         lines += ["Not met:", ""]
         lines += [f"- {f.label} ({r.title}): {fmt(f.value, f.unit)}, target {f.target}" for r, f in missed]
         lines.append("")
+    lines += legend()
     lines += ["Contents: " + " · ".join(f"[{r.title}](#{anchor(r.title)})" for r in records), ""]
     return "\n".join(lines) + "\n" + "\n".join(render_record(r) for r in records)
 

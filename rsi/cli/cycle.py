@@ -329,6 +329,9 @@ def demo(
     report_to: Annotated[list[str] | None, ReportToOpt] = None,
     mol: Annotated[bool, typer.Option("--mol", help="Mixture-of-LoRA: the candidate holds four adapters (L0 chat + "
                                       "router, three specialists by family), gated on routing accuracy too.")] = False,
+    seed: Annotated[int | None, typer.Option(
+        "--seed", help="The first cycle's seed: its tasks and its sealed holdout (default: a fresh one each demo, "
+                       "printed and recorded; give it to ask the same questions again).")] = None,
     _workspace: Annotated[Path | None, WorkspaceOpt] = None,
 ) -> None:
     """One cycle on a fresh workspace with the embedded model, sized for a 2-core machine; writes the HTML report."""
@@ -337,7 +340,7 @@ def demo(
     from rsi.cli.common import workspace_root
     from rsi.core.errors import InputError
     from rsi.loop.context import WorkspaceContext
-    from rsi.loop.cycle.demo import demo_request, demo_settings
+    from rsi.loop.cycle.demo import demo_request, demo_settings, fresh_seed
     from rsi.loop.cycle.phase import plan_split
     from rsi.loop.init import init_workspace
 
@@ -367,7 +370,9 @@ def demo(
 
                 demo_mol_settings(directory)
             wctx = WorkspaceContext.open(directory)
-            req = demo_request(budget)
+            # a fresh seed per demo: no two demos ask the same held-out question (recorded in the cycle job and
+            # printed; --seed asks it again)
+            req = dataclasses.replace(demo_request(budget), seed=seed if seed is not None else fresh_seed())
             try:
                 plan_split(wctx, budget, req.discover_share, req.holdout_target)  # refused before anything is left
             except InputError:

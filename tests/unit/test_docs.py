@@ -49,3 +49,23 @@ def test_readme_is_a_front_page() -> None:
     assert "docs/results.md" in local
     results = (ROOT / "docs" / "results.md").read_text()
     assert "## rsi demo (issue 36)" in results
+
+
+def test_the_tour_is_a_real_runs_output_and_speaks_to_users() -> None:
+    res = subprocess.run([sys.executable, "scripts/capture_tour.py", "--check"], cwd=ROOT, capture_output=True,
+                         text=True)
+    assert res.returncode == 0, res.stderr
+    tour = (ROOT / "docs" / "tour.md").read_text()
+    assert len(re.findall(r"^# ", tour, flags=re.M)) == 1, "one H1"
+    assert tour.count("```console") >= 8  # each command with what it printed
+    for internal in ("issue ", "the seed", "P1", "DESIGN"):
+        assert internal not in tour, internal
+    prose = [ln for ln in tour.split("```") [::2]]  # outside code blocks
+    sentences = [s for block in prose for s in re.split(r"(?<=[.!?])\s", block) if s.strip()]
+    assert max(len(s.split()) for s in sentences) <= 60, max(sentences, key=lambda s: len(s.split()))
+
+
+def test_no_doc_cites_a_file_outside_the_repository() -> None:
+    for page in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), ROOT / "pyproject.toml"]:
+        text = page.read_text()
+        assert "DESIGN §" not in text and "../shared/" not in text, page

@@ -141,6 +141,14 @@ def demo_mol_settings(root: Path) -> str:
         ctx.store.close()
 
 
-__all__ = ["DEMO_BUDGET", "DEMO_FAMILIES", "DEMO_MOL_DOMAINS", "demo_mol_settings",
+__all__ = ["DEMO_BUDGET", "DEMO_FAMILIES", "DEMO_MOL_DOMAINS", "demo_mol_settings", "fresh_seed",
            "DEMO_GENERATORS", "DEMO_HOLDOUT_TEMPLATES", "DEMO_IN_SKILL_TEMPLATES", "DEMO_IN_TEMPLATE", "DEMO_LEVELS",
            "DEMO_NI_POWER", "DEMO_SPENDING", "DEMO_TRAIN", "demo_margins", "demo_request", "demo_settings"]
+
+
+def fresh_seed() -> int:
+    """A demo's first-cycle seed when none is given: drawn at random (1..1,000,000), so every demo run draws its
+    own tasks and its own sealed holdout, which no constant of the demo was chosen on."""
+    import secrets
+
+    return secrets.randbelow(1_000_000) + 1

@@ -376,7 +376,8 @@ def cycle(ctx: WorkspaceContext, req: CycleRequest, hooks: CycleHooks | None = N
         return done
     job_id, gen, split = _open_job(ctx, req)
     hooks.message(f"cycle {job_id} on {gen}: budget {sum(split.values()):g} trials = discover {split['discover']:g}"
-                  f" + expand {split['expand']:g} + promote {split['promote']:g} (update runs no trials)")
+                  f" + expand {split['expand']:g} + promote {split['promote']:g} (update runs no trials); seed "
+                  f"{store.get_job(job_id).params.get('seed')}")
     run = _Cycle(ctx, req, hooks, job_id, gen, split)
     hooks.cycle_started(job_id, gen, split)
     stopped: str | None = None
