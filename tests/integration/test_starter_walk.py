@@ -44,7 +44,7 @@ def test_a_fresh_workspace_goes_through_expand_update_promote(tmp_path: Path) ->
     contract.write_text(yaml.safe_dump(c, sort_keys=False))
     train = [d.name for d in sorted((root / "tasks").iterdir())
              if 'split = "train"' in (d / "task.toml").read_text()]
-    assert len(train) == 12
+    assert len(train) == 11
 
     r = rsi("expand", "--budget", "60", "-k", "1", "--hint-tasks", "0", "--proposals", "0", "--no-search", "--json")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
@@ -65,8 +65,8 @@ def test_a_fresh_workspace_goes_through_expand_update_promote(tmp_path: Path) ->
     r = rsi("promote", "gen-0001", "--json", "--no-html")
     assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-3000:]
     out = json.loads(r.stdout)
-    assert out["candidate"] == "gen-0001" and out["holdout_tasks"] == 4 and not out["interrupted"], out
+    assert out["candidate"] == "gen-0001" and out["holdout_tasks"] == 5 and not out["interrupted"], out
     v = out["verdict"]
-    assert v["n_tasks"] == 4 and v["gates"], v  # the four starter holdout tasks, measured and gated
+    assert v["n_tasks"] == 5 and v["gates"], v  # the five starter holdout tasks, measured and gated
     state = yaml.safe_load((root / "generations" / "gen-0001.yaml").read_text())["state"]
     assert state == ("promoted" if v["passed"] else "rejected"), (state, v["failing"])
