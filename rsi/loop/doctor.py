@@ -242,7 +242,18 @@ def _model_check(ctx: WorkspaceContext | None, start_model: bool) -> tuple[Check
         url = resolve_endpoint(endpoint)
         with ChatClient(url, timeout=5) as c:
             if c.healthy():
-                return Check("model endpoint", True, f"{url} answers ({gen.id}: {gen.serve_name()})"), c.server_info()
+                name = cfg.model.name or gen.serve_name()
+                try:
+                    models = c.list_models()
+                except (RsiError, ValueError):
+                    models = []
+                # an adapter's name is listed once a job loads it; a base name must be served already
+                if models and name not in models and (cfg.model.name or not gen.adapters):
+                    return Check("model endpoint", False,
+                                 f"{url} answers but serves {', '.join(models[:4])}, not '{name}'",
+                                 f"serve it as '{name}' (vLLM: --served-model-name {name}), or name a model it "
+                                 "serves (rsi.yaml base_model)"), c.server_info()
+                return Check("model endpoint", True, f"{url} answers ({gen.id}: {name})"), c.server_info()
         if endpoint != "embedded":
             return Check("model endpoint", False, f"{url} does not answer", f"start the server behind {url}"), None
         if not start_model:

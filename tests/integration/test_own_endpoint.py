@@ -52,6 +52,18 @@ def test_init_with_your_own_endpoint_then_run_talks_to_it(tmp_path: Path) -> Non
         gen0 = yaml.safe_load((root / "generations" / "gen-0000.yaml").read_text())
         assert gen0["base_model"] == {"id": SERVED, "digest": None}  # another model's weights are not here to hash
 
+        # rsi doctor asks that server, and finds the model it names there
+        r = rsi("doctor", "--json", "-w", str(root), env=env, cwd=tmp_path)
+        check = next(c for c in json.loads(r.stdout) if c["name"] == "model endpoint")
+        assert check["ok"] and SERVED in check["detail"], check
+        other = tmp_path / "other"
+        r = rsi("init", str(other), "--no-tasks", "--model", "not-served", "--endpoint", url, env=env, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        r = rsi("doctor", "--json", "-w", str(other), env=env, cwd=tmp_path)
+        check = next(c for c in json.loads(r.stdout) if c["name"] == "model endpoint")
+        assert not check["ok"] and "not-served" in check["detail"] and SERVED in check["detail"], check
+        assert "--served-model-name not-served" in check["fix"]
+
         task = _one_train_task(root)
         r = rsi("run", str(task), "--agent", "harness", "--json", "-w", str(root), env=env, cwd=tmp_path)
         assert r.returncode == 0, r.stderr[-3000:]
