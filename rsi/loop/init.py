@@ -92,7 +92,7 @@ def _point_config_at(path: Path, own: OwnModel) -> None:
         end = next((i for i in range(start + 1, len(lines)) if lines[i] and not lines[i][0].isspace()), len(lines))
         block = [ln for ln in lines[start + 1:end]
                  if not re.match(r"\s+(endpoint|api_key_env):", ln)]
-        indent = next((re.match(r"\s+", ln).group(0) for ln in block if re.match(r"\s+\S", ln)), "  ")  # type: ignore[union-attr]
+        indent = next((m.group(1) for ln in block if (m := re.match(r"(\s+)\S", ln))), "  ")
         new = [f"{indent}endpoint: {own.endpoint}"] + ([f"{indent}api_key_env: {own.api_key_env}"]
                                                        if own.api_key_env else [])
         edited = "\n".join(lines[:start + 1] + new + block + lines[end:]) + "\n"
