@@ -1,7 +1,7 @@
 """Write docs/tour.md from a real run: every command in the tour is run, and its real output is what the page shows.
 
-    python scripts/capture_tour.py --demo rsi-demo   # run the tour's commands (a fresh workspace in a temporary
-                                                      # directory; the last part reads a finished `rsi demo`)
+    python scripts/capture_tour.py --demo rsi-demo   # run the tour's commands in /tmp/rsi-tour (a fresh
+                                                      # workspace; the last part reads a copy of a finished demo)
     python scripts/capture_tour.py --render          # re-render the page from the saved capture (prose edits)
     python scripts/capture_tour.py --check           # exit 1 when docs/tour.md is not what the capture renders,
                                                       # or the capture's commands are not the tour's (test_docs.py)
@@ -15,15 +15,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "tour.md"
 CAPTURE = ROOT / "scripts" / "tour_capture.json"
+HERE = Path("/tmp/rsi-tour")  # where the commands run (made afresh, removed after)
 WS = "tour"  # the fresh workspace, as the page names it
 DEMO = "rsi-demo"  # the demo's workspace, as the page names it
 
@@ -79,21 +80,25 @@ def commands() -> list[str]:
 
 
 def run_all(demo: Path) -> dict[str, object]:
-    """Run every command in a fresh temporary directory (the demo's commands against `demo`)."""
+    """Run every command in a fresh directory (HERE), where the demo's commands read a copy of `demo` named
+    rsi-demo; the page shows what they printed, paths included."""
     out: dict[str, str] = {}
     env = dict(os.environ, COLUMNS="100", NO_COLOR="1", TERM="dumb", HF_HUB_OFFLINE="1")
     env.pop("RSI_HOME", None)
-    with tempfile.TemporaryDirectory(prefix="rsi-tour-") as tmp:
+    shutil.rmtree(HERE, ignore_errors=True)
+    HERE.mkdir(parents=True)
+    shutil.copytree(demo, HERE / DEMO, symlinks=True)
+    try:
         for cmd in commands():
-            argv = cmd.split()
-            real = [str(demo.resolve()) if a == DEMO else a for a in argv[1:]]
             print(f"$ {cmd}", file=sys.stderr, flush=True)
-            r = subprocess.run([sys.executable, "-m", "rsi", *real], cwd=tmp, env=env, capture_output=True, text=True,
-                               timeout=1800)
-            text = (r.stdout + r.stderr).replace(str(demo.resolve()), DEMO).replace(tmp + "/", "").replace(tmp, ".")
+            r = subprocess.run([sys.executable, "-m", "rsi", *cmd.split()[1:]], cwd=HERE, env=env,
+                               capture_output=True, text=True, timeout=1800)
+            text = r.stdout + r.stderr
             if r.returncode not in (0, 1):
                 raise SystemExit(f"{cmd} exited {r.returncode}:\n{text[-2000:]}")
             out[cmd] = text.rstrip("\n")
+    finally:
+        shutil.rmtree(HERE, ignore_errors=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     return {"commit": commit, "date": datetime.now(UTC).strftime("%Y-%m-%d"), "outputs": out}
@@ -115,7 +120,7 @@ def render(capture: dict[str, object]) -> str:
         "# A tour",
         "",
         f"Each command below ran on commit `{capture['commit']}` on {capture['date']}, on a 2-core machine with "
-        "Docker and the bundled model. The output under it is what it printed.",
+        f"Docker and the bundled model, in `{HERE}`. The output under it is what it printed.",
         "",
         "First, set up the machine (Docker, the model, the base image):",
         "",
