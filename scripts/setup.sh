@@ -47,7 +47,7 @@ fi
 
 PY=${PYTHON:-python3}
 if [ "$DEV" = 1 ]; then
-  extras="all,dev"
+  extras="model,cluster,external,mlflow,tensorboard,wandb,dev"  # rsi[all,dev], spelled out
   imports="rsi, torch, transformers, peft, gguf, safetensors, fastapi, uvicorn, pytest, pytest_timeout, jsonschema, rapidfuzz, scipy, matplotlib, uv, ray, psycopg, playwright, mlflow, tensorboard, wandb, mkdocs, minisweagent"
 else
   extras="model"
