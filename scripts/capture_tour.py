@@ -56,10 +56,10 @@ SECTIONS: list[tuple[str, str, list[str], int]] = [
      "Every job and trial is in the workspace's SQLite database. Listings take `--json`.",
      [f"rsi -w {WS} jobs list"], 20),
     ("The loop",
-     "`rsi demo` runs the whole loop once in a fresh workspace: `discover` writes new tasks at the edge of what "
-     "the model solves and keeps only valid ones; `expand` runs them, blames each failure on the model, the task, "
-     "the config or the infrastructure, and collects training data; `update` trains a LoRA adapter into a "
-     "candidate generation; `promote` gates the candidate on a sealed holdout. The commands below read a "
+     "`rsi demo` runs the whole loop once in a fresh workspace. `discover` writes new tasks at the edge of what "
+     "the model solves and keeps only valid ones. `expand` runs them, blames each failure on the model, the task, "
+     "the config or the infrastructure, and collects training data. `update` trains a LoRA adapter into a "
+     "candidate generation. `promote` gates the candidate on a sealed holdout. The commands below read a "
      "finished demo.",
      [f"rsi -w {DEMO} generations list",
       f"rsi -w {DEMO} diff gen-0000 gen-0001"], 60),

@@ -142,6 +142,8 @@ def summary(records: list[Record]) -> list[str]:
     if demo is None:
         return []
     f = {x.id: x for x in demo.figures}
+    if "decision" in f:  # a one-cycle record names its figures without the cycle suffix
+        f = {**f, **{f"{k}_c1": v for k, v in f.items() if not k.startswith(("wall", "phase"))}}
     cycles = sorted({int(k.rsplit("_c", 1)[1]) for k in f if k.startswith("decision_c")})
     if not cycles:
         return []
