@@ -104,6 +104,20 @@ def open_context(ctx: typer.Context) -> Any:
     return WorkspaceContext.open(workspace_root(ctx))
 
 
+TrialsUnitOpt = typer.Option(
+    "--unit", help="Budget unit: trials, the only one this command's plan splits across its stages (tokens and "
+                   "minutes budgets are for `rsi run` and `rsi expand`).")
+
+
+def trials_only(unit: str) -> None:
+    """`--unit` where a budget counts trials only: anything else is refused, naming where it is taken."""
+    from rsi.core.errors import InputError
+
+    if unit != "trials":
+        raise InputError("--unit", None, f"'{unit}': this command's budget counts trials (its plan splits them by "
+                                         "stage); tokens and minutes budgets are for `rsi run` and `rsi expand`")
+
+
 ExecutorOpt = typer.Option("--executor", help="Where trials run: local | ray (default: rsi.yaml `executor:`).")
 AddressOpt = typer.Option("--address", help="With --executor ray: the cluster (default: RAY_ADDRESS, else the "
                           "cluster this machine joined).")

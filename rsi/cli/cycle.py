@@ -14,6 +14,7 @@ from rich.table import Table
 from rsi.cli.common import (
     AddressOpt,
     ExecutorOpt,
+    TrialsUnitOpt,
     WorkspaceOpt,
     console,
     deprecated,
@@ -21,6 +22,7 @@ from rsi.cli.common import (
     errors,
     open_context,
     print_json,
+    trials_only,
     use_executor,
 )
 from rsi.cli.progress import TrialBar, progress
@@ -254,6 +256,7 @@ def _exit(out: CycleOutcome, root: Path, json_out: bool, again: str | None = Non
 
 def cycle(
     ctx: typer.Context,
+    unit: Annotated[str, TrialsUnitOpt] = "trials",
     budget: Annotated[float, typer.Option("--budget", help="Trials for the whole cycle, split across the "
                                           "phases (printed before it starts).")] = 200,
     resume: Annotated[str | None, typer.Option("--resume", help="Finish cycle job JOB: finished phases are "
@@ -289,6 +292,7 @@ def cycle(
     from rsi.loop.cycle.phase import CycleRequest
 
     with errors():
+        trials_only(unit)
         wctx = open_context(ctx)
         use_executor(wctx, executor, address)
         req = CycleRequest(budget=budget, resume=resume, n=candidates if old_n is None else old_n,
@@ -318,6 +322,7 @@ def demo(
     directory: Annotated[Path | None, typer.Option(
         "--dir", help="The fresh workspace to create (the same as -w; default: rsi-demo).", show_default=False)
     ] = None,
+    unit: Annotated[str, TrialsUnitOpt] = "trials",
     budget: Annotated[float, typer.Option("--budget", help="Trials per cycle, all phases (most are cheap "
                                           "controls and replays, no model call).")] = 2050,
     cycles: Annotated[int, typer.Option("--cycles", help="Cycles to run, each on the generation the one before "
@@ -346,6 +351,7 @@ def demo(
 
     t0 = time.monotonic()
     with errors():
+        trials_only(unit)
         CycleTracking.check(report_to)
         other = workspace_root(ctx)
         if directory is not None and other is not None and directory.resolve() != other.resolve():

@@ -10,7 +10,17 @@ import typer
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
-from rsi.cli.common import WorkspaceOpt, console, deprecated, err_console, errors, open_context, print_json
+from rsi.cli.common import (
+    TrialsUnitOpt,
+    WorkspaceOpt,
+    console,
+    deprecated,
+    err_console,
+    errors,
+    open_context,
+    print_json,
+    trials_only,
+)
 from rsi.cli.progress import TrialBar, progress
 from rsi.cli.tracking import ReportToOpt, close_tracking, open_tracking, track_phase
 from rsi.core.errors import InputError
@@ -89,6 +99,7 @@ def discover(
         "discover or cycle seed here, so a second run draws new ones).")] = None,
     budget: Annotated[float | None, typer.Option(
         "--budget", help="At most this many trials, gate and probe together; stops cleanly when spent.")] = None,
+    unit: Annotated[str, TrialsUnitOpt] = "trials",
     concurrency: Annotated[int, typer.Option("-n", "--concurrency", help="Trials at a time.")] = 2,
     holdout_only: Annotated[bool, typer.Option(
         "--holdout-only", help="Top up the sealed holdout split: candidates of holdout templates (those the holdout "
@@ -122,6 +133,7 @@ def discover(
     from rsi.loop.discover.reprobe import reprobe as run_reprobe
 
     with errors():
+        trials_only(unit)
         if part not in ("unseen", "in_skill"):
             raise InputError("--part", None, f"'{part}' is not one of: unseen, in_skill")
         wctx = open_context(ctx)

@@ -91,6 +91,22 @@ def test_counts_have_long_names() -> None:
         assert any("--candidates" in o.opts for o in _options(cmd)), name
 
 
+def test_every_budget_has_a_unit() -> None:
+    with_budget = [name for name, cmd in LEAVES if any("--budget" in _flags(o) for o in _options(cmd))]
+    assert {"rsi run", "rsi expand", "rsi discover", "rsi cycle", "rsi demo"} <= set(with_budget)
+    for name, cmd in LEAVES:
+        if name in with_budget:
+            assert any("--unit" in _flags(o) for o in _options(cmd)), f"{name}: --budget without --unit"
+
+
+def test_a_trials_only_budget_refuses_another_unit(tmp_path: Path) -> None:
+    for args in (["demo", "--dir", str(tmp_path / "d"), "--unit", "minutes"], ["cycle", "--unit", "tokens"],
+                 ["discover", "--unit", "minutes"]):
+        r = runner.invoke(app, ["-w", str(tmp_path), *args])
+        assert r.exit_code == 2 and "--unit" in r.output and "rsi run" in r.output, (args, r.output)
+    assert not (tmp_path / "d").exists()
+
+
 def test_booleans_are_flags_or_pairs() -> None:
     """A boolean off by default is a flag (`--json`); one on by default is a `--x/--no-x` pair (`--html/--no-html`);
     no lone `--no-x`."""
