@@ -68,6 +68,7 @@ def part_lines(r: DiffReport) -> list[str]:
     if [x["part"] for x in rows if x["part"] != "suite"] == ["unseen"]:
         rows = [x for x in rows if x["part"] == "suite"]
     out = []
+    gate_bound = ((r.gate or {}).get("verdict") or {}).get("ni_bound")
     for x in rows:
         p = x["ni_p_value"] if x["role"] == "non_inferiority" else x["p_value"]
         which = f"one-sided, that {r.b} is better, clustered on units"
@@ -75,7 +76,10 @@ def part_lines(r: DiffReport) -> list[str]:
             lb, lvl = x.get("ni_lower"), x.get("ni_level")
             which = (f"score test, H0 {r.b} worse by >= the margin, one-sided; lower bound "
                      f"{'n/a' if lb is None else f'{lb:+.3f}'}, passes below {'n/a' if lvl is None else f'{lvl:.4g}'}"
-                     + ("" if x.get("ni_tie_passes", True) else "; too small to pass a tie"))
+                     + ("" if x.get("ni_tie_passes", True) else "; too small to pass a tie")
+                     # the gate may have decided at an earlier look, at that look's bound, on fewer trials
+                     + (f"; promote's gate decided at its look's bound, {gate_bound:.4g}" if gate_bound is not None
+                        and lvl is not None and abs(gate_bound - lvl) > 1e-9 else ""))
         out.append(f"{x['label']} ({role_words(x)}, {x['tasks']} tasks): {r.a} {_pct(x['a_rate'])} "
                    f"({x['a_passes']}/{x['a_trials']}) -> {r.b} {_pct(x['b_rate'])} ({x['b_passes']}/{x['b_trials']}), "
                    f"delta {100 * (x['delta'] or 0):+.1f} pts, p = {'n/a' if p is None else f'{p:.4g}'} ({which})")
