@@ -83,6 +83,10 @@ class TrainSettings(RsiModel):
     validation_max_samples: int = Field(default=4, gt=0)
     validation_patience: int = Field(default=2, gt=0)
     validation_tolerance: float = Field(default=0.01, ge=0)
+    # the before/after mean log-probability (a diagnostic, not a gate) is measured on at most this many accepted
+    # completions, spread across templates: on the demo's ~680 turns the full measurement was two extra passes
+    # over the data, about a tenth of the update (benchmarks/records/cycle_profile.json)
+    eval_max_samples: int = Field(default=64, gt=0)
     lineage: str = "agent"  # the adapter's name in a manifest; serve names are <lineage>-g<N>-<sha8>
     # Where a revision starts (issue 46's recipe): `parent` continues the parent's adapter on this generation's
     # data plus `training.replay_cap` replayed samples of the lineage (KL to the parent); `base` trains a fresh

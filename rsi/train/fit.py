@@ -111,7 +111,8 @@ class EarlyStop:
 
 
 def pick_validation(samples: list[Sample], limit: int) -> list[Sample]:
-    """At most `limit` validation samples, round-robin across their templates (each in trajectory order)."""
+    """At most `limit` of `samples`, round-robin across their templates (each in trajectory order): the validation
+    slice, and the completions the before/after mean log-probability is measured on."""
     by_tpl: dict[str, list[Sample]] = {}
     for x in samples:
         by_tpl.setdefault(x.template, []).append(x)

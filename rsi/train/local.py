@@ -283,7 +283,7 @@ class LocalBackend:
             raise TrainError(f"nothing to train on for objective {req.objective}: {len(samples)} samples, "
                              f"{sum(x.accepted for x in samples)} accepted, "
                              f"{sum(x.advantage != 0 for x in samples)} with a non-zero advantage ({stats})")
-        evaluate = [x for x in samples if x.accepted] or sft + pg
+        evaluate = pick_validation([x for x in samples if x.accepted] or sft + pg, s.eval_max_samples)
         validation = pick_validation([x for x in held if x.accepted], s.validation_max_samples)
 
         scorer = TorchScorer(model, device, pack=s.pack, max_tokens=s.pack_tokens, autocast=autocast)
