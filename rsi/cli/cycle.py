@@ -268,6 +268,9 @@ def cycle(
         "--level", help="Discover: levels to take in turn; repeat (default: each family's curriculum level).")] = None,
     attempts: Annotated[int | None, typer.Option(
         "--attempts", "-k", help="Discover: probe attempts per candidate (default: the contract's).")] = None,
+    compositions: Annotated[int, typer.Option(
+        "--compositions", help="Discover: train compositions (level 3: two trained operations in a combination "
+                               "the split trains on) to generate after the other candidates.")] = 0,
     expand_attempts: Annotated[int, typer.Option("--expand-attempts", help="Expand: baseline attempts per task.")] = 1,
     proposals: Annotated[int, typer.Option("--proposals", help="Expand: reflective proposals to ask for.")] = 1,
     backend: Annotated[str, typer.Option("--backend", help="Update: export | command | local")] = "local",
@@ -293,12 +296,16 @@ def cycle(
 
     with errors():
         trials_only(unit)
+        if compositions < 0:
+            from rsi.core.errors import InputError
+
+            raise InputError("--compositions", None, f"must be 0 or more, not {compositions}")
         wctx = open_context(ctx)
         use_executor(wctx, executor, address)
         req = CycleRequest(budget=budget, resume=resume, n=candidates if old_n is None else old_n,
                            generators=list(generator or []), levels=list(level or []), attempts=attempts,
-                           expand_attempts=expand_attempts, proposals=proposals, backend=backend,
-                           command=command, steps=steps, concurrency=concurrency, seed=seed)
+                           compositions=compositions, expand_attempts=expand_attempts, proposals=proposals,
+                           backend=backend, command=command, steps=steps, concurrency=concurrency, seed=seed)
         tracked = CycleTracking.open(wctx, report_to)
         try:
             out = _report_all(wctx, _run(wctx, req, json_out, cycles, tracked), json_out, html)

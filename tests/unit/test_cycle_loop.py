@@ -216,6 +216,42 @@ def test_discover_tops_up_a_short_holdout_split(ctx: WorkspaceContext, provider:
     assert spent <= out.split["discover"]
 
 
+def test_discover_adds_train_compositions_after_its_main_candidates(ctx: WorkspaceContext,
+                                                                    provider: FakeSandboxProvider,
+                                                                    tmp_path: Path) -> None:
+    """`compositions=N`: after the main candidates a train discover aimed at the level-3 train compositions
+    (generator `compose`) runs inside the discover share, recorded as the phase's compose job; a resume of a
+    finished one does not run it again."""
+    from rsi.loop.cycle.phase import COMPOSE_SEED, _Cycle
+
+    class FakeCompose(ValidGen):
+        name = "compose"
+
+    GENERATORS.add("validgen", ValidGen)
+    GENERATORS.add("compose", FakeCompose)
+    hooks = Recorder()
+    out = cycle(ctx, _req(provider, tmp_path, budget=160, generators=["validgen"], compositions=2), hooks)
+    ph = ctx.store.get_job(out.job_id).params["phases"]["discover"]
+    assert ph["status"] == "done" and ph["compose_done"] is True and ph.get("compose_job"), ph
+    job = ctx.store.get_job(ph["compose_job"])
+    assert job.kind == "discover" and job.params["generators"] == ["compose"] and job.params["levels"] == [3]
+    assert job.params["train_templates"] is True and job.params["n"] == 2
+    assert job.params["seed"] == ctx.store.get_job(out.job_id).params["seed"] + COMPOSE_SEED
+    admitted = [c for c in ctx.store.candidates(ph["compose_job"]) if c.state == "admitted"]
+    assert ph["compose_admitted"] == len(admitted) >= 1 and all(c.generator == "compose" for c in admitted)
+    assert any("train compositions: 2 candidate(s) of level 3" in m for m in hooks.messages)
+    spent = sum(len(ctx.store.trials(j.id)) for d in (ph["job"], ph["compose_job"], ph.get("holdout_job"))
+                if d for j in ctx.store.child_jobs(d))
+    assert spent <= out.split["discover"]
+    # done once: asked again (as a resume would), the cycle's discover starts no second compose job
+    before = len(ctx.store.jobs_of(kind="discover"))
+    job = ctx.store.get_job(out.job_id)
+    run = _Cycle(ctx, _req(provider, tmp_path, compositions=2), Recorder(), out.job_id, str(job.generation),
+                 job.params["split"])
+    assert run._compositions(out.split["discover"]) is None
+    assert len(ctx.store.jobs_of(kind="discover")) == before
+
+
 def test_promote_share_follows_the_holdout_discover_left(ctx: WorkspaceContext) -> None:
     """A discovered task the digest puts in holdout must be measured too: promote's share grows, expand's
     shrinks by as much, and the total (and the recorded split) holds."""

@@ -48,6 +48,7 @@ from rsi.loop.suites import suite_tasks
 from rsi.loop.update.phase import UpdateFailed, UpdateRequest, run_update
 
 PHASES = ("discover", "expand", "update", "promote")
+COMPOSE_SEED = 104_729  # the train compositions' discover seed, offset from the cycle's
 
 
 @dataclass
@@ -137,7 +138,10 @@ class _Cycle:
         info = self.phases().get("discover", {})
         budget = self.split["discover"]
         want = self._holdout_wanted()
-        reserve = float(info.get("reserve", min(int(budget * 0.6), want * self._holdout_cost())))
+        # set aside before the main discover: the holdout top-ups' cost and the train compositions' (their gate
+        # and probe); a resume keeps what was set aside
+        reserve = float(info.get("reserve", min(int(budget * 0.6), want * self._holdout_cost()
+                                                + r.compositions * self._train_cost())))
         if not info.get("main_done"):
             if resume is None:
                 self.record("discover", reserve=reserve)
@@ -157,6 +161,8 @@ class _Cycle:
             # a spent discover budget is not a failure of the cycle: what was admitted is used
             if out.interrupted and "budget spent" not in (out.reason or ""):
                 return f"discover stopped: {out.reason}"
+        if r.compositions and (stop := self._compositions(budget)):
+            return stop
         for part, deficit in holdout_deficits(self.ctx, r.holdout_target, r.in_skill_target, self.number).items():
             if deficit and (stop := self._top_up(part, deficit, budget)):
                 return stop
@@ -167,8 +173,9 @@ class _Cycle:
         """A holdout-only discover adding `deficit` templates to holdout `part` (resumed if it was started)."""
         r, tag = self.req, "holdout" if part == "unseen" else "holdout_in_skill"
         info = self.phases()["discover"]
-        # what the main discover and the earlier top-up spent (a discover job's budget counts its own trials)
-        before = ("job",) if part == "unseen" else ("job", "holdout_job")
+        # what the main discover, the compositions and the earlier top-up spent (a discover job's budget counts
+        # its own trials)
+        before = ("job", "compose_job") if part == "unseen" else ("job", "compose_job", "holdout_job")
         left = budget - sum(self._spent(str(info[k])) for k in before if info.get(k))
         hjob = self.find_job("discover", f"{tag}_started_at", f"{tag}_job")
         if left < 1 and not hjob:
@@ -204,6 +211,48 @@ class _Cycle:
             self.record("discover", status="stopped", reason=out.reason)
             return f"discover stopped: {out.reason}"
         return None
+
+    def _compositions(self, budget: float) -> str | None:
+        """A train discover aimed at the train compositions of level 3 in turn (pairs of trained operations the
+        template split trains as combinations; rsi.loop.discover.generators.compose), `req.compositions` of them
+        beyond the main discover's: the in-skill part asks for *held-out* combinations of trained operations, a
+        skill the single operations alone never show (issue 46). Resumed if it was started; the holdout
+        top-ups' reserve stays untouched."""
+        r, tag = self.req, "compose"
+        info = self.phases()["discover"]
+        if info.get(f"{tag}_done"):
+            return None
+        cjob = self.find_job("discover", f"{tag}_started_at", f"{tag}_job")
+        holdout_reserve = self._holdout_wanted() * self._holdout_cost()
+        left = budget - holdout_reserve - (self._spent(str(info["job"])) if info.get("job") else 0.0)
+        if left < 1 and not cjob:
+            self.hooks.message(f"train compositions skipped: the discover budget ({budget:g}) is spent")
+            return None
+        if not info.get(f"{tag}_started_at"):
+            self.record("discover", **{f"{tag}_started_at": datetime.now(UTC).isoformat()})
+        self.hooks.message(f"train compositions: {r.compositions} candidate(s) of level 3 aimed at the combinations "
+                           f"the split trains on (up to {left:g} trials)")
+        creq = DiscoverRequest(resume=cjob, concurrency=r.concurrency, budget=left) if cjob else \
+            DiscoverRequest(n=r.compositions, generators=["compose"], levels=[3], train_templates=True,
+                            generation=self.gen, attempts=r.attempts, budget=left, seed=self.seed + COMPOSE_SEED,
+                            cycle=self.number, concurrency=r.concurrency, probe_agent=r.probe_agent,
+                            probe_per_template=r.probe_per_template)
+        out = self._run_discover(creq, key=f"results_{tag}")
+        admitted = [c for c in out.candidates if c.state == "admitted"]
+        info = self.phases()["discover"]
+        self.record("discover", **{f"{tag}_job": out.job_id, f"{tag}_admitted": len(admitted)},
+                    admitted=info.get("admitted", 0) + len(admitted),
+                    candidates=info.get("candidates", 0) + len(out.candidates),
+                    **{f"{tag}_done": not out.interrupted or "budget spent" in (out.reason or "")})
+        if out.interrupted and "budget spent" not in (out.reason or ""):
+            self.record("discover", status="stopped", reason=out.reason)
+            return f"discover stopped: {out.reason}"
+        return None
+
+    def _train_cost(self) -> int:
+        """Trials one train candidate costs at most: oracle runs, nop, known-wrong answers (about 3), its probes."""
+        return self.ctx.contract.discovery.oracle_runs + 1 + 3 + int(self.req.attempts or
+                                                                     self.ctx.contract.discovery.probe_attempts)
 
     def _holdout_wanted(self) -> int:
         """Holdout units (templates) to add, both parts together (rsi.loop.cycle.split.holdout_deficits)."""

@@ -33,6 +33,9 @@ class CycleRequest:
     generators: list[str] = field(default_factory=list)
     levels: list[int] = field(default_factory=list)  # discover's levels, in turn (default: each family's curriculum)
     seed: int | None = None  # default: above every earlier discover / cycle seed here, so each draws new candidates
+    # train compositions of level 3 (combinations of trained operations the split trains on) discover aims at in
+    # turn after its main candidates: what the in-skill part's held-out combinations are learned from
+    compositions: int = 0
     # expand
     expand_attempts: int = 1
     proposals: int = 1

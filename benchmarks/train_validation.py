@@ -1,0 +1,137 @@
+"""Train-side validation: the data the demo's recipe choices are made on, never the sealed holdout (issue 46).
+
+Writes `--n` fresh tasks of **train** compositions (rsi.loop.discover.generators.compose: combinations the template
+split trains on, every operation a train template) that the workspace has no task of, drawn from an instance stream
+of their own (side `train`, cycle `10_000 + seed`, train phrasings), checks that the oracle passes each and doing
+nothing fails it, then runs every generation given on them with the production harness (`rsi run --agent harness`)
+and reports each one's pass rate and a one-sided paired test of each later generation against the first, one
+unit per task (every task is its own combination). A task of a combination the workspace trains on is never
+written: the set measures the *skill of combining trained operations in a new way*, which is what the holdout's
+in-skill part asks, on combinations the template split put on the train side.
+
+Run (heavy: model trials in Docker): `python benchmarks/train_validation.py WS --gens gen-0000,gen-0001`.
+The trials are recorded in WS's store under `rsi run` jobs: an update that should not see them takes `--from-job`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+print = functools.partial(print, flush=True)  # noqa: A001
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from _records import Recorder  # noqa: E402
+
+from rsi.core.discover import render_task  # noqa: E402
+from rsi.core.stats import paired_permutation_p  # noqa: E402
+from rsi.loop.context import WorkspaceContext  # noqa: E402
+from rsi.loop.discover.generators import GenRequest  # noqa: E402
+from rsi.loop.discover.generators.compose import ComposeGenerator, train_compositions  # noqa: E402
+from rsi.store.files import load_pool  # noqa: E402
+
+VALIDATION_CYCLE = 10_000  # the instance stream's cycle key: no discover or cycle of the workspace draws it
+
+
+def untrained_train_compositions(ws: Path, level: int) -> tuple[list[str], float, int]:
+    """Train-side compositions of `level` the workspace has no task of (any split), the split's fraction and the
+    contract's held-out phrasings."""
+    ctx = WorkspaceContext.open(ws)
+    try:
+        p = ctx.contract.promotion
+        have = {t.spec.metadata.rsi.template for t in load_pool(ctx.ws.tasks_dir)}
+        return ([t for t in train_compositions(p.holdout_fraction, level) if t not in have], p.holdout_fraction,
+                p.holdout_phrasings)
+    finally:
+        ctx.store.close()
+
+
+def write_tasks(ws: Path, out: Path, n: int, level: int, seed: int) -> list[Path]:
+    options, _, held = untrained_train_compositions(ws, level)
+    if len(options) < n:
+        raise SystemExit(f"only {len(options)} untrained train compositions at level {level}; asked for {n}")
+    chosen = sorted(random.Random(f"train-validation:{seed}").sample(options, n))
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, tid in enumerate(chosen):
+        draft = ComposeGenerator().generate(GenRequest(seed=seed * 1000 + i, difficulty=level, template=tid,
+                                                       phrasing_side="train", holdout_phrasings=held,
+                                                       side="train", cycle=VALIDATION_CYCLE + seed))
+        name = f"val-{draft.name()}"
+        d = out / name
+        for rel, text in render_task(draft, name=name, split="train", discovered_by=None).items():
+            p = d / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+            if rel.endswith(".sh"):
+                p.chmod(0o755)
+        paths.append(d)
+    return paths
+
+
+def rsi_run(ws: Path, paths: list[Path], *args: str) -> dict[str, list[int]]:
+    """`rsi run` on `paths`; each task's passes per attempt (1/0)."""
+    cmd = ["rsi", "run", "-w", str(ws), "--json", *args, *map(str, paths)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:8])} ...: exit {proc.returncode}: {proc.stderr.strip()[-400:]}")
+    out: dict[str, list[int]] = {}
+    for t in json.loads(proc.stdout)["trials"]:
+        out.setdefault(t["task_name"], []).append(int(bool(t.get("passed"))))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("workspace", type=Path)
+    ap.add_argument("--gens", required=True, help="comma-separated generations; the first is the baseline")
+    ap.add_argument("--n", type=int, default=16)
+    ap.add_argument("--level", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--attempts", type=int, default=2)
+    ap.add_argument("--concurrency", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=None, help="where the tasks go (default: WS/.rsi/validation/SEED)")
+    ap.add_argument("--record", action="store_true", help="write benchmarks/records/train_validation.json")
+    args = ap.parse_args()
+    ws = args.workspace.resolve()
+    t0 = time.monotonic()
+    paths = write_tasks(ws, args.out or ws / ".rsi" / "validation" / str(args.seed), args.n, args.level, args.seed)
+    print(f"{len(paths)} train-side compositions never trained on: {', '.join(p.name for p in paths)}")
+    oracle = rsi_run(ws, paths, "--agent", "oracle", "-n", str(args.concurrency))
+    nop = rsi_run(ws, paths, "--agent", "nop", "-n", str(args.concurrency))
+    valid = [p for p in paths if all(oracle.get(p.name, [0])) and not any(nop.get(p.name, [1]))]
+    print(f"valid (oracle passes, nop fails): {len(valid)} of {len(paths)}")
+    gens = args.gens.split(",")
+    rates: dict[str, dict[str, float]] = {}
+    for g in gens:
+        got = rsi_run(ws, valid, "--agent", "harness", "--gen", g, "-k", str(args.attempts), "-n",
+                      str(args.concurrency))
+        rates[g] = {p.name: sum(got[p.name]) / len(got[p.name]) for p in valid}
+        passes, trials = sum(sum(v) for v in got.values()), sum(len(v) for v in got.values())
+        print(f"{g}: {passes}/{trials} on {len(valid)} tasks ({time.monotonic() - t0:.0f} s so far)")
+    rec = Recorder("train_validation", "Train-side validation",
+                   context=f"{len(valid)} train-side compositions of level {args.level} the workspace never trained "
+                           f"on (seed {args.seed}), {args.attempts} attempts each, one unit per task; p: one-sided "
+                           f"paired permutation test against {gens[0]}")
+    for g in gens:
+        mean = sum(rates[g].values()) / max(1, len(valid))
+        note = ""
+        if g != gens[0]:
+            diffs = [rates[g][p.name] - rates[gens[0]][p.name] for p in valid]
+            note = f"p = {paired_permutation_p(diffs):.4f} against {gens[0]}"
+        print(f"{g}: {mean:.3f} {note}")
+        rec.add(f"{g}.rate", f"{g}: pass rate", mean, "", note=note)
+    if args.record:
+        rec.wall_sec = time.monotonic() - t0
+        rec.write()
+
+
+if __name__ == "__main__":
+    main()
