@@ -204,3 +204,28 @@ def test_removing_the_frozen_part_leaves_one_in_skill_part(two_cycles: Workspace
     from rsi.loop.promote.evidence import holdout_tasks, task_parts
 
     assert set(task_parts(holdout_tasks(two_cycles)).values()) == {"in_skill", "unseen"}
+
+
+def test_a_non_inferiority_row_names_the_bound_promote_decided_at_in_text_and_html(
+        two_cycles: WorkspaceContext, provider: FakeSandboxProvider) -> None:
+    """When promote stopped at an earlier look, its non-inferiority gates used that look's bound, not the final
+    one the diff re-tests at: both the text and the HTML diff say so (and say nothing when they agree)."""
+    import dataclasses
+
+    from rsi.report.diff import build_diff
+    from rsi.report.diff_html import html
+    from rsi.report.diff_render import part_lines
+
+    promote(two_cycles, PromoteRequest("gen-0001", dry_run=True, agent="cycle"), provider=provider)
+    report = build_diff(two_cycles, "gen-0000", "gen-0001", agent="cycle")
+    rows = [x for x in report.parts if x["role"] == "non_inferiority"]
+    assert rows
+    for row in rows:
+        row.update(ni_lower=-0.1, ni_level=0.048)
+    verdict = dict((report.gate or {}).get("verdict") or {})
+    early = dataclasses.replace(report, gate={"job": "prom-x", "verdict": {**verdict, "ni_bound": 0.005575}})
+    said = "promote's gate decided at its look's bound, 0.005575"
+    assert any(said in line for line in part_lines(early)) and said in html(early)
+    final = dataclasses.replace(report, gate={"job": "prom-x", "verdict": {**verdict, "ni_bound": 0.048}})
+    assert not any("decided at its look" in line for line in part_lines(final))
+    assert "decided at its look" not in html(final)
