@@ -32,6 +32,7 @@ from _records import Recorder  # noqa: E402
 
 from rsi.core.discover import render_task  # noqa: E402
 from rsi.core.stats import paired_permutation_p  # noqa: E402
+from rsi.core.training import INFRA_ERRORS  # noqa: E402
 from rsi.loop.context import WorkspaceContext  # noqa: E402
 from rsi.loop.discover.generators import GenRequest  # noqa: E402
 from rsi.loop.discover.generators.compose import ComposeGenerator, train_compositions  # noqa: E402
@@ -84,7 +85,10 @@ def rsi_run(ws: Path, paths: list[Path], *args: str) -> dict[str, list[int]]:
         raise SystemExit(f"{' '.join(cmd[:8])} ...: exit {proc.returncode}: {proc.stderr.strip()[-400:]}")
     out: dict[str, list[int]] = {}
     for t in json.loads(proc.stdout)["trials"]:
-        out.setdefault(t["task_name"], []).append(int(bool(t.get("passed"))))
+        if t.get("error_type") in INFRA_ERRORS:  # says nothing about the model: not counted
+            print(f"  {t['id']}: infra ({t['error_type']}), not counted")
+            continue
+        out.setdefault(t["task"], []).append(int(bool(t.get("passed"))))
     return out
 
 
@@ -113,6 +117,7 @@ def main() -> None:
     for g in gens:
         got = rsi_run(ws, valid, "--agent", "harness", "--gen", g, "-k", str(args.attempts), "-n",
                       str(args.concurrency))
+        valid = [p for p in valid if got.get(p.name)]  # a task with no counted trial leaves every comparison
         rates[g] = {p.name: sum(got[p.name]) / len(got[p.name]) for p in valid}
         passes, trials = sum(sum(v) for v in got.values()), sum(len(v) for v in got.values())
         print(f"{g}: {passes}/{trials} on {len(valid)} tasks ({time.monotonic() - t0:.0f} s so far)")
