@@ -29,7 +29,8 @@ def gate_table(verdict: Any, title: str) -> Table:
 
 def promote(
     ctx: typer.Context,
-    gen: Annotated[str, typer.Argument(help="The candidate generation (made by `rsi update`).")],
+    gen: Annotated[str | None, typer.Argument(help="The candidate generation (made by `rsi update`); with "
+                                                    "--resume, the job's own when left out.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Evaluate and print; change no state.")] = False,
     concurrency: Annotated[int, typer.Option("--concurrency", "-n", help="Trials at a time.")] = 2,
     resume: Annotated[str | None, typer.Option("--resume", help="Resume this promote job.")] = None,
@@ -45,6 +46,7 @@ def promote(
 
     with errors():
         wctx = open_context(ctx)
+        gen = _candidate(wctx, gen, resume)
         tracking = open_tracking(wctx, report_to)
         cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*cols, console=err_console, transient=json_out) as p:
@@ -139,3 +141,26 @@ def rollback(
     console.print(f"rolled back {out.rolled_back}; current generation: {out.restored}", highlight=False)
     for c in out.changes:
         console.print(f"  {c}", highlight=False)
+
+
+def _candidate(wctx: Any, gen: str | None, resume: str | None) -> str:
+    """GEN as given, else (with --resume) the generation the resumed promote job measures; a GEN that is not the
+    job's is refused rather than measured under another job's trials."""
+    from rsi.core.errors import InputError
+
+    if resume is None:
+        if gen is None:
+            raise InputError("GEN", None, "name the candidate generation to promote (or --resume JOB)")
+        return gen
+    from rsi.core.errors import NotFoundError
+
+    try:
+        job = wctx.store.get_job(resume)
+    except NotFoundError:
+        job = None
+    if job is None or job.kind != "promote":
+        raise InputError("--resume", None, f"no promote job {resume} in {wctx.ws.root}")
+    if gen is not None and job.generation and gen != job.generation:
+        raise InputError("GEN", None, f"{gen} is not the generation promote job {resume} measures "
+                                      f"({job.generation}); leave GEN out to resume it")
+    return gen or str(job.generation)

@@ -79,7 +79,7 @@ def test_discover_reports_its_candidates(workspace: WorkspaceContext, monkeypatc
 def test_demo_resume_runs_the_demo_request_in_its_workspace(workspace: WorkspaceContext, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     import rsi.loop.cycle.runs
-    from rsi.loop.cycle.demo import demo_request
+    from rsi.loop.cycle.demo import DEMO_BUDGET, demo_request
 
     seen: list[Any] = []
 
@@ -94,10 +94,40 @@ def test_demo_resume_runs_the_demo_request_in_its_workspace(workspace: Workspace
     [(where, req, cycles)] = seen
     assert where == root.resolve() or where == root
     assert req.resume == "cycle-123" and cycles == 2
-    want = demo_request(2050)
-    assert (req.n, req.sources, req.generators) == (want.n, want.sources, want.generators)
+    want = demo_request(DEMO_BUDGET)
+    assert (req.n, req.sources, req.generators, req.compositions, req.budget) == (
+        want.n, want.sources, want.generators, want.compositions, want.budget)  # --budget's default is DEMO_BUDGET
     # the same through -w; nothing there: one line, nothing made
     r = runner.invoke(app, ["-w", str(tmp_path / "none"), "demo", "--resume", "cycle-123"])
     assert r.exit_code == 2 and "no rsi.yaml" in r.output and not (tmp_path / "none").exists()
     r = runner.invoke(app, ["demo", "--dir", str(root), "-w", str(tmp_path)])
     assert r.exit_code == 2 and "name two workspaces" in r.output
+
+
+def test_promote_resume_takes_the_jobs_generation_and_refuses_another(workspace: WorkspaceContext,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rsi promote --resume JOB` needs no GEN (the job names it); a GEN the job does not measure, a job that is
+    not a promote job, and neither GEN nor --resume are each one line and exit 2, before anything runs."""
+    import rsi.loop.promote.phase
+
+    workspace.store.create_job("prom-1", agent="harness", generation="gen-0001", harness_config_digest=None,
+                               attempts=1, concurrency=1, task_paths=[], tasks_fingerprint="", trials=[],
+                               kind="promote")
+    workspace.store.create_job("job-1", agent="harness", generation="gen-0001", harness_config_digest=None,
+                               attempts=1, concurrency=1, task_paths=[], tasks_fingerprint="", trials=[])
+    asked: list[Any] = []
+
+    def fake_promote(wctx: WorkspaceContext, req: Any, progress: Any) -> Any:
+        asked.append((req.gen, req.resume))
+        raise InputError("--resume", None, "stop here (test)")
+
+    monkeypatch.setattr(rsi.loop.promote.phase, "promote", fake_promote)
+    w = ["-w", str(workspace.ws.root)]
+    r = runner.invoke(app, [*w, "promote", "--resume", "prom-1"])
+    assert r.exit_code == 2 and "stop here (test)" in r.output and asked == [("gen-0001", "prom-1")]
+    for args, said in ((["promote", "gen-0002", "--resume", "prom-1"], "not the generation promote job prom-1"),
+                       (["promote", "--resume", "job-1"], "no promote job job-1"),
+                       (["promote"], "name the candidate generation")):
+        r = runner.invoke(app, [*w, *args])
+        assert r.exit_code == 2 and said in r.output, (args, r.output)
+    assert len(asked) == 1
