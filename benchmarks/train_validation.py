@@ -34,11 +34,12 @@ from rsi.core.discover import render_task  # noqa: E402
 from rsi.core.stats import paired_permutation_p  # noqa: E402
 from rsi.core.training import INFRA_ERRORS  # noqa: E402
 from rsi.loop.context import WorkspaceContext  # noqa: E402
-from rsi.loop.discover.generators import GenRequest  # noqa: E402
+from rsi.loop.discover.generators import GENERATORS, GenRequest, load_generators  # noqa: E402
 from rsi.loop.discover.generators.compose import ComposeGenerator, train_compositions  # noqa: E402
 from rsi.store.files import load_pool  # noqa: E402
 
 VALIDATION_CYCLE = 10_000  # the instance stream's cycle key: no discover or cycle of the workspace draws it
+OPERATION_FAMILIES = ("files", "text", "data", "logs", "pyfix", "pipeline", "shell")  # the demo's
 
 
 def untrained_train_compositions(ws: Path, level: int) -> tuple[list[str], float, int]:
@@ -54,17 +55,38 @@ def untrained_train_compositions(ws: Path, level: int) -> tuple[list[str], float
         ctx.store.close()
 
 
-def write_tasks(ws: Path, out: Path, n: int, level: int, seed: int) -> list[Path]:
-    options, _, held = untrained_train_compositions(ws, level)
-    if len(options) < n:
-        raise SystemExit(f"only {len(options)} untrained train compositions at level {level}; asked for {n}")
-    chosen = sorted(random.Random(f"train-validation:{seed}").sample(options, n))
+def trained_operation_templates(ws: Path, levels: tuple[int, ...]) -> tuple[list[tuple[str, int]], int]:
+    """(template, level) of the single-operation train templates the workspace has train tasks of, at `levels`,
+    and the contract's held-out phrasings."""
+    ctx = WorkspaceContext.open(ws)
+    try:
+        have = {(t.spec.metadata.rsi.template, t.spec.metadata.rsi.difficulty) for t in load_pool(ctx.ws.tasks_dir)
+                if t.split == "train" and t.spec.metadata.rsi.family in OPERATION_FAMILIES}
+        return sorted((str(t), int(lv or 1)) for t, lv in have if t and (lv or 1) in levels), \
+            ctx.contract.promotion.holdout_phrasings
+    finally:
+        ctx.store.close()
+
+
+def write_tasks(ws: Path, out: Path, n: int, level: int, seed: int, kind: str = "compositions") -> list[Path]:
+    """`compositions`: n train compositions of `level` never trained on; `ops`: fresh instances (an instance
+    stream no discover draws) of n single-operation templates the workspace trains on, levels 1-2."""
+    if kind == "ops":
+        ops, held = trained_operation_templates(ws, (1, 2))
+        pairs = ops
+    else:
+        options, _, held = untrained_train_compositions(ws, level)
+        pairs = [(t, level) for t in options]
+    if len(pairs) < n:
+        raise SystemExit(f"only {len(pairs)} {kind} templates to draw from; asked for {n}")
+    chosen = sorted(random.Random(f"train-validation:{kind}:{seed}").sample(pairs, n))
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for i, tid in enumerate(chosen):
-        draft = ComposeGenerator().generate(GenRequest(seed=seed * 1000 + i, difficulty=level, template=tid,
-                                                       phrasing_side="train", holdout_phrasings=held,
-                                                       side="train", cycle=VALIDATION_CYCLE + seed))
+    for i, (tid, lv) in enumerate(chosen):
+        gen = ComposeGenerator() if kind != "ops" else GENERATORS.create(tid.split("/", 1)[0])
+        draft = gen.generate(GenRequest(seed=seed * 1000 + i, difficulty=lv, template=tid, family=tid.split("/")[0],
+                                        phrasing_side="train", holdout_phrasings=held, side="train",
+                                        cycle=VALIDATION_CYCLE + seed))
         name = f"val-{draft.name()}"
         d = out / name
         for rel, text in render_task(draft, name=name, split="train", discovered_by=None).items():
@@ -98,6 +120,9 @@ def main() -> None:
     ap.add_argument("--gens", required=True, help="comma-separated generations; the first is the baseline")
     ap.add_argument("--n", type=int, default=16)
     ap.add_argument("--level", type=int, default=3)
+    ap.add_argument("--kind", choices=("compositions", "ops"), default="compositions",
+                    help="compositions: train compositions never trained on; ops: fresh instances of the trained "
+                         "single-operation templates")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--attempts", type=int, default=2)
     ap.add_argument("--concurrency", type=int, default=3)
@@ -106,8 +131,10 @@ def main() -> None:
     args = ap.parse_args()
     ws = args.workspace.resolve()
     t0 = time.monotonic()
-    paths = write_tasks(ws, args.out or ws / ".rsi" / "validation" / str(args.seed), args.n, args.level, args.seed)
-    print(f"{len(paths)} train-side compositions never trained on: {', '.join(p.name for p in paths)}")
+    load_generators()
+    paths = write_tasks(ws, args.out or ws / ".rsi" / "validation" / f"{args.kind}-{args.seed}", args.n, args.level,
+                        args.seed, args.kind)
+    print(f"{len(paths)} train-side {args.kind} tasks never trained on: {', '.join(p.name for p in paths)}")
     oracle = rsi_run(ws, paths, "--agent", "oracle", "-n", str(args.concurrency))
     nop = rsi_run(ws, paths, "--agent", "nop", "-n", str(args.concurrency))
     valid = [p for p in paths if all(oracle.get(p.name, [0])) and not any(nop.get(p.name, [1]))]
@@ -121,10 +148,11 @@ def main() -> None:
         rates[g] = {p.name: sum(got[p.name]) / len(got[p.name]) for p in valid}
         passes, trials = sum(sum(v) for v in got.values()), sum(len(v) for v in got.values())
         print(f"{g}: {passes}/{trials} on {len(valid)} tasks ({time.monotonic() - t0:.0f} s so far)")
+    what = (f"train-side compositions of level {args.level} the workspace never trained on" if args.kind != "ops"
+            else "fresh instances of trained single-operation templates (levels 1-2)")
     rec = Recorder("train_validation", "Train-side validation",
-                   context=f"{len(valid)} train-side compositions of level {args.level} the workspace never trained "
-                           f"on (seed {args.seed}), {args.attempts} attempts each, one unit per task; p: one-sided "
-                           f"paired permutation test against {gens[0]}")
+                   context=f"{len(valid)} {what} (seed {args.seed}), {args.attempts} attempts each, one unit per "
+                           f"task; p: one-sided paired permutation test against {gens[0]}")
     for g in gens:
         mean = sum(rates[g].values()) / max(1, len(valid))
         note = ""
@@ -132,7 +160,7 @@ def main() -> None:
             diffs = [rates[g][p.name] - rates[gens[0]][p.name] for p in valid]
             note = f"p = {paired_permutation_p(diffs):.4f} against {gens[0]}"
         print(f"{g}: {mean:.3f} {note}")
-        rec.add(f"{g}.rate", f"{g}: pass rate", mean, "", note=note)
+        rec.add(f"{args.kind}.{g}.rate", f"{args.kind}, {g}: pass rate", mean, "", note=note)
     if args.record:
         rec.wall_sec = time.monotonic() - t0
         rec.write()
