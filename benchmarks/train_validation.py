@@ -1,15 +1,19 @@
 """Train-side validation: the data the demo's recipe choices are made on, never the sealed holdout (issue 46).
 
-Writes `--n` fresh tasks of **train** compositions (rsi.loop.discover.generators.compose: combinations the template
-split trains on, every operation a train template) that the workspace has no task of, drawn from an instance stream
-of their own (side `train`, cycle `10_000 + seed`, train phrasings), checks that the oracle passes each and doing
-nothing fails it, then runs every generation given on them with the production harness (`rsi run --agent harness`)
-and reports each one's pass rate and a one-sided paired test of each later generation against the first, one
-unit per task (every task is its own combination). A task of a combination the workspace trains on is never
-written: the set measures the *skill of combining trained operations in a new way*, which is what the holdout's
-in-skill part asks, on combinations the template split put on the train side.
+Two kinds of tasks, each `--n` of them, drawn from an instance stream no discover draws (side `train`, cycle
+`10_000 + seed`, train phrasings) and checked first (the oracle passes, doing nothing fails):
 
-Run (heavy: model trials in Docker): `python benchmarks/train_validation.py WS --gens gen-0000,gen-0001`.
+- `compositions`: **train** compositions (rsi.loop.discover.generators.compose: combinations the template split
+  trains on, every operation a train template) the workspace has no task of. They measure the skill of combining
+  trained operations in a new way, which is what the holdout's in-skill part asks, on the train side of the split.
+- `ops`: fresh instances of the single-operation templates the workspace trains on (levels 1-2): what a change of
+  recipe must not cost.
+
+Every generation given runs them with the production harness (`rsi run --agent harness`); per kind and generation
+the record has the pass rate, a one-sided paired test of each later generation against the first (one unit per
+task), and the share of trials that ran two commands or more (a composition needs at least two).
+
+Run (heavy: model trials in Docker): `python benchmarks/train_validation.py WS --gens gen-0001,gen-0002 --record`.
 The trials are recorded in WS's store under `rsi run` jobs: an update that should not see them takes `--from-job`.
 """
 
@@ -99,19 +103,63 @@ def write_tasks(ws: Path, out: Path, n: int, level: int, seed: int, kind: str = 
     return paths
 
 
-def rsi_run(ws: Path, paths: list[Path], *args: str) -> dict[str, list[int]]:
-    """`rsi run` on `paths`; each task's passes per attempt (1/0)."""
+def commands(trial_dir: str) -> int:
+    """How many commands the agent ran in a trial (its trajectory's agent steps that call a tool)."""
+    path = Path(trial_dir) / "trajectory.json"
+    if not path.is_file():
+        return 0
+    steps = json.loads(path.read_text()).get("steps") or []
+    return sum(1 for st in steps if st.get("source") == "agent" and st.get("tool_calls"))
+
+
+def rsi_run(ws: Path, paths: list[Path], *args: str) -> dict[str, list[tuple[int, int]]]:
+    """`rsi run` on `paths`; each task's (passed 1/0, commands run) per counted attempt (infra ones left out)."""
     cmd = ["rsi", "run", "-w", str(ws), "--json", *args, *map(str, paths)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:8])} ...: exit {proc.returncode}: {proc.stderr.strip()[-400:]}")
-    out: dict[str, list[int]] = {}
+    out: dict[str, list[tuple[int, int]]] = {}
     for t in json.loads(proc.stdout)["trials"]:
         if t.get("error_type") in INFRA_ERRORS:  # says nothing about the model: not counted
             print(f"  {t['id']}: infra ({t['error_type']}), not counted")
             continue
-        out.setdefault(t["task"], []).append(int(bool(t.get("passed"))))
+        out.setdefault(t["task"], []).append((int(bool(t.get("passed"))), commands(str(t.get("trial_dir") or ""))))
     return out
+
+
+def measure(ws: Path, kind: str, args: argparse.Namespace, gens: list[str], rec: Recorder, t0: float) -> str:
+    """One kind's tasks written, checked (oracle passes, nop fails) and run by every generation; its figures
+    added to `rec`; returns a sentence for the record's context."""
+    paths = write_tasks(ws, args.out or ws / ".rsi" / "validation" / f"{kind}-{args.seed}", args.n, args.level,
+                        args.seed, kind)
+    print(f"{len(paths)} train-side {kind} tasks never trained on: {', '.join(p.name for p in paths)}")
+    oracle = rsi_run(ws, paths, "--agent", "oracle", "-n", str(args.concurrency))
+    nop = rsi_run(ws, paths, "--agent", "nop", "-n", str(args.concurrency))
+    valid = [p for p in paths if oracle.get(p.name) and all(x for x, _ in oracle[p.name])
+             and not any(x for x, _ in nop.get(p.name, [(1, 0)]))]
+    print(f"valid (oracle passes, nop fails): {len(valid)} of {len(paths)}")
+    got: dict[str, dict[str, list[tuple[int, int]]]] = {}
+    for g in gens:
+        got[g] = rsi_run(ws, valid, "--agent", "harness", "--gen", g, "-k", str(args.attempts), "-n",
+                         str(args.concurrency))
+        print(f"{kind} {g}: {sum(x for v in got[g].values() for x, _ in v)}/{sum(len(v) for v in got[g].values())} "
+              f"({time.monotonic() - t0:.0f} s so far)")
+    valid = [p for p in valid if all(got[g].get(p.name) for g in gens)]  # a task some generation has no count of
+    rates = {g: {p.name: sum(x for x, _ in got[g][p.name]) / len(got[g][p.name]) for p in valid} for g in gens}
+    for g in gens:
+        trials = [t for p in valid for t in got[g][p.name]]
+        note = f"{sum(x for x, _ in trials)}/{len(trials)} trials on {len(valid)} tasks"
+        if g != gens[0]:
+            diffs = [rates[g][p.name] - rates[gens[0]][p.name] for p in valid]
+            note += f"; p = {paired_permutation_p(diffs):.4f} against {gens[0]}"
+        rec.add(f"{kind}.{g}.rate", f"{kind}, {g}: pass rate", sum(rates[g].values()) / max(1, len(valid)), "",
+                note=note, echo=True)
+        multi = sum(1 for _, c in trials if c >= 2)
+        rec.add(f"{kind}.{g}.multi", f"{kind}, {g}: trials that ran two commands or more", multi / max(1, len(trials)),
+                "", note=f"{multi}/{len(trials)}", echo=True)
+    return (f"{kind}: {len(valid)} " + (f"train compositions of level {args.level} the workspace never trained on"
+                                        if kind != "ops" else "fresh instances of trained single-operation templates"
+                                                              " (levels 1-2)"))
 
 
 def main() -> None:
@@ -120,9 +168,9 @@ def main() -> None:
     ap.add_argument("--gens", required=True, help="comma-separated generations; the first is the baseline")
     ap.add_argument("--n", type=int, default=16)
     ap.add_argument("--level", type=int, default=3)
-    ap.add_argument("--kind", choices=("compositions", "ops"), default="compositions",
-                    help="compositions: train compositions never trained on; ops: fresh instances of the trained "
-                         "single-operation templates")
+    ap.add_argument("--kind", default="compositions,ops",
+                    help="comma-separated: compositions (train compositions never trained on), ops (fresh instances "
+                         "of the trained single-operation templates)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--attempts", type=int, default=2)
     ap.add_argument("--concurrency", type=int, default=3)
@@ -132,35 +180,12 @@ def main() -> None:
     ws = args.workspace.resolve()
     t0 = time.monotonic()
     load_generators()
-    paths = write_tasks(ws, args.out or ws / ".rsi" / "validation" / f"{args.kind}-{args.seed}", args.n, args.level,
-                        args.seed, args.kind)
-    print(f"{len(paths)} train-side {args.kind} tasks never trained on: {', '.join(p.name for p in paths)}")
-    oracle = rsi_run(ws, paths, "--agent", "oracle", "-n", str(args.concurrency))
-    nop = rsi_run(ws, paths, "--agent", "nop", "-n", str(args.concurrency))
-    valid = [p for p in paths if all(oracle.get(p.name, [0])) and not any(nop.get(p.name, [1]))]
-    print(f"valid (oracle passes, nop fails): {len(valid)} of {len(paths)}")
     gens = args.gens.split(",")
-    rates: dict[str, dict[str, float]] = {}
-    for g in gens:
-        got = rsi_run(ws, valid, "--agent", "harness", "--gen", g, "-k", str(args.attempts), "-n",
-                      str(args.concurrency))
-        valid = [p for p in valid if got.get(p.name)]  # a task with no counted trial leaves every comparison
-        rates[g] = {p.name: sum(got[p.name]) / len(got[p.name]) for p in valid}
-        passes, trials = sum(sum(v) for v in got.values()), sum(len(v) for v in got.values())
-        print(f"{g}: {passes}/{trials} on {len(valid)} tasks ({time.monotonic() - t0:.0f} s so far)")
-    what = (f"train-side compositions of level {args.level} the workspace never trained on" if args.kind != "ops"
-            else "fresh instances of trained single-operation templates (levels 1-2)")
-    rec = Recorder("train_validation", "Train-side validation",
-                   context=f"{len(valid)} {what} (seed {args.seed}), {args.attempts} attempts each, one unit per "
-                           f"task; p: one-sided paired permutation test against {gens[0]}")
-    for g in gens:
-        mean = sum(rates[g].values()) / max(1, len(valid))
-        note = ""
-        if g != gens[0]:
-            diffs = [rates[g][p.name] - rates[gens[0]][p.name] for p in valid]
-            note = f"p = {paired_permutation_p(diffs):.4f} against {gens[0]}"
-        print(f"{g}: {mean:.3f} {note}")
-        rec.add(f"{args.kind}.{g}.rate", f"{args.kind}, {g}: pass rate", mean, "", note=note)
+    rec = Recorder("train_validation", "Train-side validation")
+    said = [measure(ws, kind, args, gens, rec, t0) for kind in args.kind.split(",")]
+    rec.context = (f"{'; '.join(said)} (seed {args.seed}), {args.attempts} attempts each, the production harness; "
+                   f"one unit per task; p: one-sided paired permutation test against {gens[0]}. Train-side data "
+                   f"only: what the demo's recipe is chosen on, never the sealed holdout")
     if args.record:
         rec.wall_sec = time.monotonic() - t0
         rec.write()
