@@ -176,6 +176,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=3)
     ap.add_argument("--out", type=Path, default=None, help="where the tasks go (default: WS/.rsi/validation/SEED)")
     ap.add_argument("--record", action="store_true", help="write benchmarks/records/train_validation.json")
+    ap.add_argument("--about", default="", help="what the generations are (one sentence, put first in the record)")
     args = ap.parse_args()
     ws = args.workspace.resolve()
     t0 = time.monotonic()
@@ -183,9 +184,10 @@ def main() -> None:
     gens = args.gens.split(",")
     rec = Recorder("train_validation", "Train-side validation")
     said = [measure(ws, kind, args, gens, rec, t0) for kind in args.kind.split(",")]
-    rec.context = (f"{'; '.join(said)} (seed {args.seed}), {args.attempts} attempts each, the production harness; "
-                   f"one unit per task; p: one-sided paired permutation test against {gens[0]}. Train-side data "
-                   f"only: what the demo's recipe is chosen on, never the sealed holdout")
+    about = args.about.rstrip(". ") + ". " if args.about else ""
+    rec.context = (f"{about}{'; '.join(said)} (seed {args.seed}), {args.attempts} attempts each, the production "
+                   f"harness; one unit per task; p: one-sided paired permutation test against {gens[0]}. Train-side "
+                   f"data only: what the demo's recipe is chosen on, never the sealed holdout")
     if args.record:
         rec.wall_sec = time.monotonic() - t0
         rec.write()

@@ -74,8 +74,9 @@ def test_cycle_runs_every_phase_and_reports(tmp_path: Path) -> None:
     for i in range(5):
         _holdout(tasks, i)
 
-    r = rsi("cycle", "--budget", "32", "--candidates", "1", "-g", "text", "-k", "1", "--proposals", "0", "--steps", "2",
-            "-n", "2", "--json")
+    # one train composition after the main candidate (its own discover job), as the demo does with 48
+    r = rsi("cycle", "--budget", "50", "--candidates", "1", "-g", "text", "-k", "1", "--proposals", "0", "--steps", "2",
+            "-n", "2", "--compositions", "1", "--json")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
     out = json.loads(r.stdout)
 
@@ -88,14 +89,20 @@ def test_cycle_runs_every_phase_and_reports(tmp_path: Path) -> None:
     # the 5 hand-made holdout tasks, and the discovered one when its digest put it there and the band kept it;
     # promote's share follows (2 generations x 1 trial each), taken from expand's, and the total holds
     assert prom["holdout_tasks"] in (5, 6)
-    assert out["split"]["promote"] == 2 * (prom["holdout_tasks"] + 2) and sum(out["split"].values()) == 32
+    assert out["split"]["promote"] == 2 * (prom["holdout_tasks"] + 2) and sum(out["split"].values()) == 50
     assert prom["suite_tasks"] == 2 and prom["suite_parent_rate"] is not None  # the suite was measured too
     if out["verdict"] == "rejected":
         assert prom["failing"], prom  # a rejection names the gates that failed
 
     db = sqlite3.connect(root / ".rsi" / "rsi.db")
     kinds = dict(db.execute("SELECT kind, COUNT(*) FROM jobs GROUP BY kind").fetchall())
-    assert kinds.get("cycle") == 1 and kinds.get("discover") == 1 and kinds.get("expand") == 1, kinds
+    assert kinds.get("cycle") == 1 and kinds.get("discover") == 2 and kinds.get("expand") == 1, kinds
+    # the second discover aimed at a level-3 train composition, gated and probed in Docker like any candidate
+    disc = out["phases"]["discover"]
+    assert disc["compose_done"] is True and disc.get("compose_job"), disc
+    gens, levels = db.execute("SELECT generator, difficulty FROM candidates WHERE job_id = ?",
+                              (disc["compose_job"],)).fetchone()
+    assert (gens, levels) == ("compose", 3)
     assert kinds.get("promote") == 1, kinds
     status = db.execute("SELECT status FROM jobs WHERE kind = 'cycle'").fetchone()[0]
     assert status == "done"
@@ -103,7 +110,7 @@ def test_cycle_runs_every_phase_and_reports(tmp_path: Path) -> None:
     assert trained == 1
     # the budget held: every trial the cycle's phases ran fits the total
     n_trials = db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
-    assert 14 <= n_trials <= 32, n_trials
+    assert 14 <= n_trials <= 50, n_trials
     db.close()
     state = yaml.safe_load((root / "generations" / "gen-0001.yaml").read_text())["state"]
     assert state == out["verdict"]

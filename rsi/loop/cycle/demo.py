@@ -45,7 +45,16 @@ DEMO_HOLDOUT_TEMPLATES = 8  # unseen templates; with 5 (the clustered test's min
 # no worse than its parent passes; benchmarks/noninferiority.py simulates its type-I error and power there.
 DEMO_NI_POWER = 0.8
 DEMO_IN_SKILL_TEMPLATES = 8  # the in-skill part each cycle draws afresh: held-out compositions of trained operations
-DEMO_BUDGET = 2050  # trials: discover ~1500 (gate ~6 per candidate), expand ~260, promote ~230
+# The in-skill part asks held-out compositions (two or three trained operations in a combination never trained):
+# a demo that trains on single operations only never shows the model a combination, and its first measured run
+# (benchmarks/records/demo.json, a10e2af) moved the train templates (in-template 0 -> 6/16) and no composition
+# (0 -> 0/16). So discover also aims DEMO_COMPOSITIONS candidates at the *train* compositions of level 3 (one per
+# combination, in turn), whose oracle replays train beside the single operations. Chosen on train-side data
+# (benchmarks/train_validation.py, records/train_validation.json), never on the holdout: with them the candidate
+# ran two commands or more on 28 of 32 train compositions it never trained on (0 of 32 without), and passed 17 of
+# 32 fresh instances of its trained single operations (8 of 32 without, p = 0.004). One value was tried.
+DEMO_COMPOSITIONS = 48
+DEMO_BUDGET = 2400  # trials: discover ~1500 (gate ~6 per candidate) + compositions ~340, expand ~260, promote ~230
 
 
 def demo_request(budget: float) -> CycleRequest:
@@ -57,6 +66,7 @@ def demo_request(budget: float) -> CycleRequest:
                         sources=SourcesPlan(replays=1, hints=DEMO_HINTS, hint_attempts=1,
                                             hint_tasks=DEMO_HINT_TASKS),
                         generators=list(DEMO_GENERATORS), levels=list(DEMO_LEVELS), attempts=1, expand_attempts=1,
+                        compositions=DEMO_COMPOSITIONS,
                         # steps: rsi.yaml's train.steps (DEMO_TRAIN), so a resumed cycle trains the same
                         proposals=0, round_size=4, steps=None, concurrency=3)
 
@@ -141,7 +151,7 @@ def demo_mol_settings(root: Path) -> str:
         ctx.store.close()
 
 
-__all__ = ["DEMO_BUDGET", "DEMO_FAMILIES", "DEMO_MOL_DOMAINS", "demo_mol_settings", "fresh_seed",
+__all__ = ["DEMO_BUDGET", "DEMO_COMPOSITIONS", "DEMO_FAMILIES", "DEMO_MOL_DOMAINS", "demo_mol_settings", "fresh_seed",
            "DEMO_GENERATORS", "DEMO_HOLDOUT_TEMPLATES", "DEMO_IN_SKILL_TEMPLATES", "DEMO_IN_TEMPLATE", "DEMO_LEVELS",
            "DEMO_NI_POWER", "DEMO_SPENDING", "DEMO_TRAIN", "demo_margins", "demo_request", "demo_settings"]
 
