@@ -128,7 +128,7 @@ class Promotion(_Strict):
     # trials per train task and generation for the in-template rate (the templates update trained on):
     # measured beside the holdout and reported, never gated; 0 measures nothing
     in_template_trials_per_task: int = Field(default=0, ge=0)
-    # at most this many train tasks measured for it, spread across templates (one per template first); 0: all
+    # at most this many train tasks measured for it, spread across families, then templates (every family first); 0: all
     in_template_max_tasks: int = Field(default=0, ge=0)
     # the last N wordings (phrasings) of every template are held out: never trained on, used only by the
     # in-skill holdout (train templates in words the update never saw)

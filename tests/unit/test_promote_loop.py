@@ -490,3 +490,24 @@ def test_after_an_early_stop_the_diff_and_the_view_count_the_trials_the_gate_cou
     # gen-0001 shown at its latest promotion (as gen-0002's parent): the gate's 12/12, not 18/24
     assert rates["gen-0001"]["holdout_counted"] == "12/12" and rates["gen-0001"]["holdout"] == 1.0, rates["gen-0001"]
     assert rates["gen-0002"]["holdout_counted"] == "12/12"
+
+
+def test_in_template_tasks_spread_over_families_before_templates(tmp_path: Path) -> None:
+    """A family with a template per combination (`compose`, 48 of them in the demo) sorts first by name: the
+    in-template cap must still measure every family before any gives a second task (it once measured 16
+    compositions and no single operation)."""
+    from rsi.loop.promote.phase import spread
+    from rsi.store.files import load_task
+
+    tasks = []
+    for fam, n in (("compose", 20), ("files", 3), ("text", 2)):
+        for i in range(n):
+            d = make_task(tmp_path, f"{fam}-{i:02d}", family=fam)
+            toml = (d / "task.toml").read_text().replace(f'family = "{fam}"\n',
+                                                          f'family = "{fam}"\ntemplate = "{fam}/t{i:02d}"\n')
+            (d / "task.toml").write_text(toml)
+            tasks.append(load_task(d))
+    got = [t.name for t in spread(tasks, 6)]
+    assert got == ["compose-00", "files-00", "text-00", "compose-01", "files-01", "text-01"]
+    assert len(spread(tasks, 0)) == 25 and spread(tasks[:4], 6) == tasks[:4]  # no cap, or under it: all
+    assert [t.name for t in spread(tasks, 25)] == [t.name for t in tasks]

@@ -91,19 +91,30 @@ class PromoteOutcome:
 
 
 def spread(tasks: list[Task], cap: int) -> list[Task]:
-    """At most `cap` tasks (0: all), one per template in turn (templates and tasks in name order)."""
+    """At most `cap` tasks (0: all): families take turns, each giving its next template's next task (templates and
+    tasks in name order), so a family with many templates (`compose`, a template per combination) cannot fill the
+    cap alone and every family is measured before any gives a second task."""
     if cap <= 0 or len(tasks) <= cap:
         return tasks
-    by_tpl: dict[str, list[Task]] = {}
+    families: dict[str, dict[str, list[Task]]] = {}
     for t in sorted(tasks, key=lambda t: t.name):
-        by_tpl.setdefault(t.spec.metadata.rsi.template or t.name, []).append(t)
-    queues = [by_tpl[k] for k in sorted(by_tpl)]
+        meta = t.spec.metadata.rsi
+        template = meta.template or t.name
+        families.setdefault(meta.family or template.split("/", 1)[0], {}).setdefault(template, []).append(t)
+    per_family: list[list[Task]] = []
+    for fam in sorted(families):
+        queues = [families[fam][k] for k in sorted(families[fam])]
+        order: list[Task] = []
+        while any(queues):
+            order += [q.pop(0) for q in queues if q]
+        per_family.append(order)
     out: list[Task] = []
     while len(out) < cap:
-        for q in queues:
+        for q in per_family:
             if q and len(out) < cap:
                 out.append(q.pop(0))
     return out
+
 
 def _major(version: str) -> int:
     return int(version.split(".")[0])
