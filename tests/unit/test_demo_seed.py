@@ -34,3 +34,34 @@ def test_each_demo_draws_its_own_seed_and_seed_pins_it(tmp_path: Path, monkeypat
     assert None not in seeds and all(isinstance(s, int) and s > 0 for s in seeds)
     assert len(seeds) >= 3, seeds  # drawn from a million: four demos almost never share one
     assert _seed_of_a_demo(tmp_path, monkeypatch, "pinned", "--seed", "42") == 42
+
+
+def test_the_demos_budget_leaves_its_main_discover_what_its_candidates_are_planned_at(tmp_path: Path) -> None:
+    """The compositions and the holdout top-ups are set aside before the main discover runs; the demo's budget must
+    still leave the main discover the trials its DEMO_TRAIN_TASKS candidates are planned at (about 6 each: two
+    oracle runs, nop, two known-wrong answers, a probe; it stops at its budget), or the single operations shrink
+    whenever compositions are added."""
+    from rsi.loop.context import WorkspaceContext
+    from rsi.loop.cycle.demo import DEMO_BUDGET, DEMO_COMPOSITIONS, DEMO_TRAIN_TASKS, demo_request, demo_settings
+    from rsi.loop.cycle.phase import _Cycle, _open_job
+    from rsi.loop.init import init_workspace
+
+    root = tmp_path / "demo"
+    init_workspace(root, starter_tasks=False)
+    demo_settings(root)
+    ctx = WorkspaceContext.open(root)
+    try:
+        req = demo_request(DEMO_BUDGET)
+        job_id, gen, split = _open_job(ctx, req)
+        run = _Cycle(ctx, req, cycle_cli_hooks(), job_id, gen, split)
+        reserve = min(int(split["discover"] * 0.6),
+                      run._holdout_wanted() * run._holdout_cost() + DEMO_COMPOSITIONS * run._train_cost())
+        assert DEMO_COMPOSITIONS > 0 and split["discover"] - reserve >= DEMO_TRAIN_TASKS * 6 + 7, (split, reserve)
+    finally:
+        ctx.store.close()
+
+
+def cycle_cli_hooks() -> Any:
+    from rsi.loop.hooks import CycleHooks
+
+    return CycleHooks()
