@@ -44,6 +44,7 @@ def test_the_demos_budget_leaves_its_main_discover_what_its_candidates_are_plann
     from rsi.loop.context import WorkspaceContext
     from rsi.loop.cycle.demo import DEMO_BUDGET, DEMO_COMPOSITIONS, DEMO_TRAIN_TASKS, demo_request, demo_settings
     from rsi.loop.cycle.phase import _Cycle, _open_job
+    from rsi.loop.hooks import CycleHooks
     from rsi.loop.init import init_workspace
 
     root = tmp_path / "demo"
@@ -53,15 +54,10 @@ def test_the_demos_budget_leaves_its_main_discover_what_its_candidates_are_plann
     try:
         req = demo_request(DEMO_BUDGET)
         job_id, gen, split = _open_job(ctx, req)
-        run = _Cycle(ctx, req, cycle_cli_hooks(), job_id, gen, split)
+        run = _Cycle(ctx, req, CycleHooks(), job_id, gen, split)
         reserve = min(int(split["discover"] * 0.6),
                       run._holdout_wanted() * run._holdout_cost() + DEMO_COMPOSITIONS * run._train_cost())
         assert DEMO_COMPOSITIONS > 0 and split["discover"] - reserve >= DEMO_TRAIN_TASKS * 6 + 7, (split, reserve)
     finally:
         ctx.store.close()
 
-
-def cycle_cli_hooks() -> Any:
-    from rsi.loop.hooks import CycleHooks
-
-    return CycleHooks()
