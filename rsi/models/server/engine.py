@@ -25,11 +25,9 @@ model and runs a continuous-batching loop:
 
 from __future__ import annotations
 
-import collections
 import os
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,27 +37,21 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache  # noqa: E402
+from transformers import AutoModelForCausalLM, DynamicCache  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 from rsi.models.server.choice import common_prefix, prefilled_scores, score_labels  # noqa: E402
-from rsi.models.server.constrain import Vocab  # noqa: E402
 from rsi.models.server.decode import Batch, GenRequest, GenResult, Row  # noqa: E402
+from rsi.models.server.engine_base import EngineBase  # noqa: E402
 from rsi.models.server.jobs import Cancelled, EngineError, Job  # noqa: E402
 from rsi.models.server.kernels import apply_kernels  # noqa: E402
-from rsi.models.server.kv_cache import PrefixCache, cache_layers  # noqa: E402
-from rsi.models.server.model_files import config_of, default_dtype, resolve_model  # noqa: E402
+from rsi.models.server.kv_cache import cache_layers  # noqa: E402
+from rsi.models.server.model_files import default_dtype, resolve_model  # noqa: E402
 from rsi.models.server.prompts import (  # noqa: E402
-    PromptError,
     chunk_logprobs,
-    completion_entries,
-    echo_entries,
-    encode,
     logprob_entry,
-    render_chat,
 )
 from rsi.models.server.speculate import speculative_step  # noqa: E402
-from rsi.models.server.tools import parse_tool_calls  # noqa: E402
 from rsi.models.sizing import ServerSizing, size_server  # noqa: E402
 
 hf_logging.disable_progress_bar()
@@ -68,8 +60,10 @@ BASE_ADAPTER = "__base__"  # PEFT's name for "no adapter" in a mixed batch
 PREFILL_CHUNK = 256  # tokens per prefill forward pass; cancellation is checked between chunks
 
 
-class Engine:
-    """Owns the model; `submit` / `generate` may be called from many threads at once."""
+class Engine(EngineBase):
+    """The torch engine: transformers + PEFT; `submit` / `generate` may be called from many threads at once."""
+
+    kind = "torch"
 
     def __init__(
         self,
@@ -81,57 +75,24 @@ class Engine:
         threads: int | None = None,
         max_batch: int | None = None,
     ) -> None:
-        self.sizing = sizing or size_server(threads=threads, max_batch=max_batch)
-        torch.set_num_threads(self.sizing.threads)
-        self.model_dir, model_id = resolve_model(model)
-        self.model_id = served_name or model_id
-        self.max_batch = self.sizing.max_batch
-        self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir))
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
+        sizing = sizing or size_server(threads=threads, max_batch=max_batch)
+        torch.set_num_threads(sizing.threads)
+        model_dir, model_id = resolve_model(model)
+        self._setup(model_dir, served_name or model_id, sizing, Batch)
         self.dtype = dtype or default_dtype()
-        self.context_len = int(getattr(config_of(self.model_dir), "max_position_embeddings", 0) or 8192)
         self.model: Any = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=self.dtype).eval()
         self.kernels = apply_kernels(self.model, self.sizing.kernels)
-        self.adapters: dict[str, str] = {}  # serve name -> path
-        self._epochs: dict[str, int] = {}  # serve name -> load count: a reloaded name never sees old KV
-        self._loads = 0
-        self.prefix_cache = PrefixCache(self.sizing.prefix_cache_bytes)
         # a choice's common label prefix in the prompt's prefill (one pass); False: the prefill, then a pass over
         # the labels (the earlier way, kept so benchmarks/mol_turns.py can measure both on one engine)
         self.choice_one_pass = True
-        self._stop_ids = self._stop_token_ids()
-        self._vocab: Vocab | None = None
-        template = self.tokenizer.chat_template or ""
-        self._template_has_tools = "tools" in template
-        self._lock = threading.Lock()  # guards self.model / self.adapters against the worker
-        self._cv = threading.Condition()
-        self._pending: collections.deque[Job] = collections.deque()
-        self._batch = Batch()
-        self.decode_stats = {"forwards": 0, "tokens": 0}  # decode forward passes and the tokens they gave
-        self._closed = False
-        self._worker = threading.Thread(target=self._run, name="rsi-engine", daemon=True)
-        self._worker.start()
-        self._warm_up()
-
-    def _warm_up(self) -> None:
-        """One tiny generation, so the first real request does not pay for kernel set-up."""
-        self.generate(GenRequest(model=self.model_id, messages=[{"role": "user", "content": "Hi"}], max_tokens=2))
-        self.prefix_cache.reset()
-
-    def _stop_token_ids(self) -> list[int]:
-        ids = {self.tokenizer.eos_token_id}
-        for tok in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>"):
-            tid = self.tokenizer.convert_tokens_to_ids(tok)
-            if isinstance(tid, int) and tid != self.tokenizer.unk_token_id:
-                ids.add(tid)
-        return sorted(i for i in ids if i is not None)
+        self._start()
 
     def info(self) -> dict[str, Any]:
         """What the server runs with, for /health and `rsi doctor`."""
         with self._cv:
             queued, running = len(self._pending), len(self._batch)
         return {
+            "engine": self.kind,
             "model": self.model_id,
             "dtype": str(self.dtype).removeprefix("torch."),
             "kernels": self.kernels,
@@ -140,22 +101,6 @@ class Engine:
             "running": running,
             "prefix_cache": vars(self.prefix_cache.stats).copy(),
         }
-
-    def close(self) -> None:
-        """Stop the worker (after its current step); queued requests are answered 503."""
-        with self._cv:
-            self._closed = True
-            pending, self._pending = list(self._pending), collections.deque()
-            self._cv.notify_all()
-        for job in pending:
-            job._resolve(error=EngineError("the engine is shutting down", status=503))
-        if threading.current_thread() is not self._worker:
-            self._worker.join(timeout=30)
-
-    # -- adapters ------------------------------------------------------------------------
-
-    def model_ids(self) -> list[str]:
-        return [self.model_id, *sorted(self.adapters)]
 
     def load_adapter(self, name: str, path: str) -> None:
         from peft import PeftModel
@@ -197,103 +142,12 @@ class Engine:
             else:  # last one: strip the LoRA layers so base requests run at full speed
                 self.model = self.model.unload().eval()
 
-    def _kv_key(self, model: str) -> str:
-        """The prefix cache's key for a served name: adapters never share KV, a reload never sees old KV."""
-        return model if model == self.model_id else f"{model}#{self._epochs.get(model, 0)}"
-
     def _adapter_names(self, rows: list[Row]) -> list[str] | None:
         if not self.adapters:
             return None
         return [BASE_ADAPTER if r.adapter == self.model_id else r.adapter for r in rows]
 
     # -- prompts -------------------------------------------------------------------------
-
-    def render(self, req: GenRequest) -> str:
-        """The request's prompt text via the chat template (tools in the system prompt if needed)."""
-        try:
-            return render_chat(self.tokenizer, req, self._template_has_tools)
-        except PromptError as e:
-            raise EngineError(str(e)) from e
-
-    def prompt_ids(self, req: GenRequest) -> torch.Tensor:
-        try:
-            ids = encode(self.tokenizer, req, self._template_has_tools)
-        except PromptError as e:
-            raise EngineError(str(e)) from e
-        n = int(ids.numel())
-        if n + req.max_tokens > self.context_len:
-            where = "prompt" if req.prompt is not None else "messages"
-            raise EngineError(
-                f"This model's maximum context length is {self.context_len} tokens. However, you "
-                f"requested {n + req.max_tokens} tokens ({n} in the {where}, {req.max_tokens} in "
-                f"the completion). Please reduce the length of the {where} or completion."
-            )
-        return ids
-
-    def prompt_text(self, req: GenRequest) -> str:
-        """A text completion's prompt as text (what `echo` returns); a chat's rendered prompt."""
-        if isinstance(req.prompt, str):
-            return req.prompt
-        if req.prompt is None:
-            return self.render(req)
-        return str(self.tokenizer.decode(self.prompt_ids(req).tolist(), skip_special_tokens=False))
-
-    def vocab(self) -> Vocab:
-        """Every token's text and bytes (built on first use: constrained decoding, logprobs)."""
-        if self._vocab is None:
-            self._vocab = Vocab(self.tokenizer, self._stop_ids)
-        return self._vocab
-
-    # -- requests ------------------------------------------------------------------------
-
-    def submit(self, req: GenRequest, on_delta: Callable[[str], object] | None = None) -> Job:
-        """Queue one request; `on_delta` gets the text as it is generated (from the worker thread)."""
-        if req.model != self.model_id and req.model not in self.adapters:
-            raise EngineError(f"The model `{req.model}` does not exist.", status=404)
-        job = Job(req, on_delta)
-        job.wake = self._wake
-        with self._cv:
-            if self._closed:
-                raise EngineError("the engine is shutting down", status=503)
-            if len(self._pending) >= self.sizing.max_queue:
-                raise EngineError(f"server busy: {len(self._pending)} requests queued", status=503)
-            self._pending.append(job)
-            self._cv.notify_all()
-        return job
-
-    def generate(self, req: GenRequest, timeout: float | None = None) -> GenResult:
-        """Run one request to the end (queued behind others; batched with compatible ones)."""
-        job = self.submit(req)
-        try:
-            return job.wait(timeout)
-        except TimeoutError:
-            job.cancel()
-            raise
-
-    def _wake(self) -> None:
-        with self._cv:
-            self._cv.notify_all()
-
-    # -- the worker ----------------------------------------------------------------------
-
-    def _run(self) -> None:
-        torch.set_num_threads(self.sizing.threads)  # the worker's own OpenMP setting
-        while True:
-            with self._cv:
-                while not self._closed and not self._batch.rows and not self._pending:
-                    self._cv.wait()
-                if self._closed:
-                    for r in self._batch.rows:
-                        r.job._resolve(error=EngineError("the engine is shutting down", status=503))
-                    return
-            with self._lock:
-                try:
-                    self._iteration()
-                except BaseException as e:  # noqa: BLE001 — handed to every waiting request
-                    err = e if isinstance(e, EngineError) else EngineError(f"generation failed: {e}", 500)
-                    rows, self._batch = self._batch.rows, Batch()
-                    for r in rows:
-                        r.job._resolve(error=err)
 
     def _iteration(self) -> None:
         batch = self._batch
@@ -323,27 +177,6 @@ class Engine:
         """A request decoded alone is speculated (prompt lookup), when the sizing allows it."""
         rows = batch.rows
         return self.sizing.speculate > 0 and len(rows) == 1 and rows[0].pad == 0 and rows[0].constrained is None
-
-    def _next_job(self) -> Job | None:
-        """The next queued job to serve now, else None: a choice request first (it is one prefill and never
-        takes a batch row, so it runs between decode steps whatever the batch holds: a MoL route hop does not
-        wait behind another trial's whole answer), else the oldest job that may join the running batch."""
-        with self._cv:
-            if any(j.cancelled.is_set() for j in self._pending):  # given up while queued: gone now
-                for j in [j for j in self._pending if j.cancelled.is_set()]:
-                    self._pending.remove(j)
-                    j._resolve(error=Cancelled())
-            choice = next((j for j in self._pending if j.request.choice is not None), None)
-            if choice is not None:
-                self._pending.remove(choice)
-                return choice
-            if not self._pending or len(self._batch) >= self.max_batch:
-                return None
-            job = self._pending[0]
-            rows = self._batch.rows
-            if rows and (not job.request.greedy or any(not r.request.greedy for r in rows)):
-                return None  # sampled requests run alone
-            return self._pending.popleft()
 
     def _admit(self) -> None:
         while (job := self._next_job()) is not None:
@@ -446,31 +279,7 @@ class Engine:
             seq = torch.cat([row.prompt_ids, torch.tensor(row.ids[:-1], dtype=row.prompt_ids.dtype)])
             if int(kv[0][0].shape[2]) == int(seq.numel()):
                 self.prefix_cache.insert(self._kv_key(row.adapter), seq, kv)
-        req = row.request
-        content, calls = parse_tool_calls(row.text, tools_offered=True) if req.parses_tools else (row.text, [])
-        vocab = self._vocab if req.logprobs else None
-        result = GenResult(
-            text=content,
-            tool_calls=calls,
-            finish_reason="tool_calls" if calls else (row.finish or "stop"),
-            prompt_tokens=int(row.prompt_ids.numel()),
-            completion_tokens=len(row.ids),
-            cached_tokens=row.cached_tokens,
-            queue_sec=row.queue_sec,
-            prefill_sec=row.prefill_sec,
-            decode_sec=time.monotonic() - row.prefilled_at,
-            stop_reason=row.stop_reason,
-            completion_ids=list(row.ids),
-            prompt_ids=[int(x) for x in row.prompt_ids.tolist()],
-            logprobs=list(row.logprobs) if req.logprobs else None,
-            tokens=[vocab.piece(t)[0] for t in row.ids] if vocab is not None else None,
-            logprob_content=completion_entries(vocab, row.ids, row.logprobs, row.top) if vocab is not None else None,
-        )
-        if req.prompt is not None:  # a text completion: its prompt text (and logprobs) for `echo`
-            result.prompt_text = req.prompt if isinstance(req.prompt, str) else \
-                str(self.tokenizer.decode(result.prompt_ids, skip_special_tokens=False))
-            result.prompt_logprob_content = echo_entries(self._vocab, result.prompt_ids, row.prompt_logprobs)
-        row.job._resolve(result)
+        self._answer(row)
 
 
 __all__ = ["Cancelled", "Engine", "EngineError", "GenRequest", "GenResult", "Job"]

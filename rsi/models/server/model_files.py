@@ -59,6 +59,18 @@ def resolve_model(spec: str | None) -> tuple[Path, str]:
     return path.resolve(), path.resolve().name
 
 
+def resolve_gguf(spec: str | None) -> Path:
+    """The GGUF file `--model` names (default/None: the wheel's), for the llama engine; a transformers
+    directory has none (serve it with the torch engine)."""
+    if spec in (None, "", "default"):
+        return find_default_gguf()
+    path = Path(str(spec)).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return path.resolve()
+    raise RsiError(f"--model: {spec} is not a .gguf file; the llama engine serves GGUF files only "
+                   "(use --engine torch for a transformers directory)", exit_code=2)
+
+
 def config_of(model_dir: Path) -> Any:
     from transformers import AutoConfig
 
