@@ -24,7 +24,7 @@ BENCH_README = ROOT / "benchmarks" / "README.md"
 BENCH_PAGE = ROOT / "docs" / "benchmarks.md"
 # The order a reader wants: what the loop achieves first, then the parts' speed.
 ORDER = ["demo", "cycle_profile", "train_validation", "sources_ablation", "train_throughput", "sequential",
-         "noninferiority", "trial_overhead", "harness_throughput", "model_server", "prefix_reuse", "search_efficiency",
+         "noninferiority", "trial_overhead", "engines", "harness_throughput", "model_server", "prefix_reuse", "search_efficiency",
          "store_scale", "ray_executor", "adapter_handoff", "mol", "mol_quality", "mol_turns", "gateway",
          "external_harness"]
 

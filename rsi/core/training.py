@@ -74,6 +74,11 @@ class TrainSettings(RsiModel):
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     clip_eps: float = Field(default=0.2, gt=0)
     pg_coef: float = Field(default=1.0, ge=0)
+    # the policy-gradient ratio's denominator: `trainer` re-scores each rollout with the model as loaded, before
+    # the first step (as RL trainers re-score vLLM's samples), so the ratio starts at exactly 1 whatever engine
+    # served it (llama.cpp's quantized log-probs differ from the trainer's by ~0.06 nats a token, up to ~0.4:
+    # benchmarks/records/engines.json); `served` takes the log-probs the endpoint recorded
+    pg_old_logprobs: Literal["trainer", "served"] = "trainer"
     normalize_std: bool = False
     # KL to the parent; None: the contract's `training.kl_coef`, which is also the floor (rsi.update resolves it)
     kl_coef: float | None = Field(default=None, ge=0)

@@ -217,13 +217,16 @@ def _remote_endpoint(ctx: WorkspaceContext | None) -> str | None:
 
 def _sizing_check(info: dict[str, object] | None) -> Check:
     """What the embedded server runs with (threads, batch, prefix cache, queue, kernels)."""
+    from rsi.models.server.engines import choose_engine, engine_kind
     from rsi.models.sizing import ServerSizing, size_server
 
     try:
         if info and isinstance(info.get("sizing"), dict):
             s = ServerSizing.from_dict(info["sizing"])  # type: ignore[arg-type]
-            return Check("model server", True, f"runs with {s.summary()}")
-        return Check("model server", True, f"would run with {size_server().summary()}")
+            return Check("model server", True, f"runs the {info.get('engine', 'torch')} engine with {s.summary()}")
+        kind, why = choose_engine(engine_kind(None), None)
+        return Check("model server", True, f"would run the {kind} engine{f' ({why})' if why else ''} with "
+                     f"{size_server().summary()}")
     except (RsiError, TypeError) as e:
         return Check("model server", False, str(e)[:160], "fix the RSI_MODEL_* variable it names")
 

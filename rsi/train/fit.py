@@ -126,7 +126,7 @@ def pick_validation(samples: list[Sample], limit: int) -> list[Sample]:
 
 
 def sample_loss(lp: Any, ref: Any | None, x: Sample, *, sft: bool, pg: bool, s: TrainSettings,
-                kl_coef: float) -> tuple[Any, float]:
+                kl_coef: float, old: Any | None = None) -> tuple[Any, float]:
     """One sample's loss from its completion tokens' log-probabilities `lp` (and the parent's, `ref`), and the
     mean k3 KL estimate that went into it (0.0 when none did)."""
     import torch
@@ -135,7 +135,8 @@ def sample_loss(lp: Any, ref: Any | None, x: Sample, *, sft: bool, pg: bool, s: 
     if sft:
         loss = loss - lp.mean()
     if pg:
-        old = torch.tensor(x.old_logprobs, device=lp.device) if x.old_logprobs else lp.detach()
+        if old is None:  # `old`: the trainer's own scoring of the rollout as loaded (pg_old_logprobs: trainer)
+            old = torch.tensor(x.old_logprobs, device=lp.device) if x.old_logprobs else lp.detach()
         ratio = torch.exp(lp - old)
         a = float(x.advantage)
         surr = torch.minimum(ratio * a, torch.clamp(ratio, 1 - s.clip_eps, 1 + s.clip_eps) * a)
@@ -208,8 +209,10 @@ def fit(model: Any, logps: Scorer | Callable[[Sample], Any], *, sft: list[Sample
         model.train()
         return [got[id(x)] for x in xs]
 
-    # the parent's log-probabilities: the model as loaded, before any step
-    first = pool if kl_coef > 0 else []
+    # the parent's log-probabilities: the model as loaded, before any step (for the KL, and as the policy-gradient
+    # ratio's denominator when the rollouts are re-scored in the trainer)
+    rescore = s.pg_old_logprobs == "trainer"
+    first = pool if kl_coef > 0 else [x for x in pool if rescore and id(x) in pg_ids]
     refs = dict(zip((id(x) for x in first), measure(first), strict=True))
     missing = [x for x in evaluate if id(x) not in refs]
     start = {**refs, **dict(zip((id(x) for x in missing), measure(missing), strict=True))}
@@ -247,7 +250,7 @@ def fit(model: Any, logps: Scorer | Callable[[Sample], Any], *, sft: list[Sample
             group_loss = None
             for x, lp in zip(group, scorer(group), strict=True):
                 loss, kl = sample_loss(lp, refs.get(id(x)), x, sft=id(x) in sft_ids, pg=id(x) in pg_ids, s=s,
-                                       kl_coef=kl_coef)
+                                       kl_coef=kl_coef, old=refs.get(id(x)) if rescore else None)
                 group_loss = loss if group_loss is None else group_loss + loss
                 total += float(loss.detach()) / len(batch)
                 kl_total += kl / len(batch)

@@ -98,7 +98,7 @@ def model_ready() -> None:
 def llama_ready(model_ready: None) -> None:
     """llama-cpp-python importable (scripts/setup.sh builds it): the embedded server's llama engine."""
     try:
-        from rsi.models.server.llama_engine import llama_lib
+        from rsi.models.server.engines import llama_lib
 
         llama_lib()
     except Exception as e:  # noqa: BLE001

@@ -39,6 +39,8 @@ def test_doctor_in_a_new_workspace(tmp_path: Path) -> None:
     # what the embedded server would run with on this machine, and an override shows as one
     r2 = doctor(ws, RSI_MODEL_PORT="9", RSI_MODEL_PREFIX_CACHE_MB="32")
     sizing = {c["name"]: c for c in json.loads(r2.stdout)}["model server"]
-    assert sizing["ok"] and sizing["detail"].startswith("would run with")
+    assert sizing["ok"] and sizing["detail"].startswith("would run the llama engine with")  # setup.sh built it
     assert "prefix cache 32 MiB" in sizing["detail"] and "set by hand: prefix_cache_mb" in sizing["detail"]
+    torch_kind = {c["name"]: c for c in json.loads(doctor(ws, RSI_MODEL_PORT="9", RSI_MODEL_ENGINE="torch").stdout)}
+    assert torch_kind["model server"]["detail"].startswith("would run the torch engine with")
     assert r.returncode == 1

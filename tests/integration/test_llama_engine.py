@@ -1,6 +1,7 @@
-"""The llama.cpp engine in-process on the real SmolLM2 GGUF: a PEFT adapter served through llama.cpp computes what
-the torch engine computes (the q/k row order and the scale right), KV slots are reused within an adapter and never
-across, a reloaded adapter never sees its old KV, cancellation frees the engine, and choices score as on torch."""
+"""The llama.cpp engine in-process on the real SmolLM2 GGUF (widened to F16): the base and a PEFT adapter
+served through llama.cpp compute what the torch engine computes (the q/k row order and the scale right), KV
+slots are reused within an adapter and never across, a reloaded adapter never sees its old KV, cancellation
+frees the engine, and choices score as on torch."""
 
 from __future__ import annotations
 
@@ -82,9 +83,11 @@ def test_an_adapter_scores_as_on_the_torch_engine(engine: LlamaEngine, adapter: 
         return sum(abs(x - y) for x, y in zip(a, b, strict=True)) / len(a)
 
     noise, served, effect = mean_abs(ll_base, t_base), mean_abs(ll_lora, t_lora), mean_abs(t_lora, t_base)
-    assert noise < 0.15, f"the base differs between engines by {noise:.3f} nats a token"
-    assert served < 2 * noise + 0.05, f"through the LoRA: {served:.3f} nats a token (base {noise:.3f})"
-    assert effect > 3 * served, f"the LoRA moves torch's log-probs by only {effect:.3f} (engines differ {served:.3f})"
+    # measured: 0.003 on the base (the F16 copy's rounding), 0.003 through the LoRA, 0.96 the LoRA's own effect;
+    # the Q4_1 file as it ships differs by ~0.06, a LoRA without llama.cpp's q/k row order by ~0.14
+    assert noise < 0.02, f"the base differs between engines by {noise:.4f} nats a token"
+    assert served < 2 * noise + 0.01, f"through the LoRA: {served:.4f} nats a token (base {noise:.4f})"
+    assert effect > 20 * served, f"the LoRA moves torch's log-probs by only {effect:.3f} (engines differ {served:.4f})"
     assert engine.info()["adapters_sha256"] == {}
 
 

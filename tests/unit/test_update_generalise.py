@@ -352,3 +352,29 @@ def test_the_before_after_logprob_is_measured_on_a_bounded_spread_of_templates()
     assert pick_validation(xs[:3], 64) == xs[:3]  # fewer than the cap: every one, in order
     with pytest.raises(ValueError):
         TrainSettings(eval_max_samples=0)
+
+
+def test_the_pg_ratio_is_taken_against_the_trainers_own_scoring_unless_served_is_asked() -> None:
+    """A rollout served by another engine (llama.cpp's quantized log-probs are ~0.4 nats off on some tokens) would
+    start the clipped ratio away from 1 and clip the gradient away; re-scored in the trainer it starts at 1."""
+    torch = pytest.importorskip("torch")
+    from rsi.train.fit import fit, sample_loss
+
+    s = TrainSettings(steps=1, batch_size=1, learning_rate=0.5)
+    x = _sample([1], old_logprobs=[-1.386 - 0.5], advantage=1.0)  # served 0.5 nats below the trainer's -ln 4
+    lp = torch.tensor([-1.386], requires_grad=True)
+    served, _ = sample_loss(lp, None, x, sft=False, pg=True, s=s, kl_coef=0.0)
+    served.backward()
+    assert lp.grad is not None and float(lp.grad) == 0.0  # ratio e^0.5 > 1 + clip: no gradient at all
+    lp.grad = None
+    trainer, _ = sample_loss(lp, None, x, sft=False, pg=True, s=s, kl_coef=0.0, old=lp.detach())
+    trainer.backward()
+    assert float(lp.grad) == pytest.approx(-1.0)  # ratio 1: the plain policy gradient
+
+    moved = {}
+    for mode in ("trainer", "served"):
+        m = Bigram()
+        settings = TrainSettings(steps=1, batch_size=1, learning_rate=0.5, pg_old_logprobs=mode)
+        res = fit(m, m.logps, sft=[], pg=[x], validation=[], s=settings, kl_coef=0.0, evaluate=[x])
+        moved[mode] = res.logprob_after - res.logprob_before
+    assert moved["trainer"] > 0.05 and moved["served"] == pytest.approx(0.0, abs=1e-6)

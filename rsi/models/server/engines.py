@@ -19,6 +19,19 @@ CHOICES = ("auto", *ENGINES)
 ENV = "RSI_MODEL_ENGINE"
 
 
+class LlamaUnavailable(RuntimeError):
+    """llama-cpp-python is not installed or cannot load (the torch engine serves instead)."""
+
+
+def llama_lib() -> Any:
+    """The `llama_cpp` module (the C API), or LlamaUnavailable saying why not."""
+    try:
+        import llama_cpp
+    except (ImportError, OSError) as e:  # OSError: the shared library would not load
+        raise LlamaUnavailable(f"llama-cpp-python is not usable here ({e})") from e
+    return llama_cpp
+
+
 def engine_kind(name: str | None, env: dict[str, str] | None = None) -> str:
     """The kind asked for: `name`, else $RSI_MODEL_ENGINE, else auto; an unknown name is an error."""
     env = dict(os.environ) if env is None else env
@@ -42,8 +55,6 @@ def choose_engine(kind: str, model: str | None) -> tuple[str, str | None]:
         return kind, None
     if not _is_gguf(model):
         return "torch", f"the llama engine serves GGUF files; {model} is a transformers directory"
-    from rsi.models.server.llama_engine import LlamaUnavailable, llama_lib
-
     try:
         llama_lib()
     except LlamaUnavailable as e:
@@ -54,7 +65,7 @@ def choose_engine(kind: str, model: str | None) -> tuple[str, str | None]:
 def make_engine(kind: str, model: str | None, *, served_name: str | None, sizing: Any, dtype: Any = None) -> Any:
     """A started engine of `kind` (torch or llama)."""
     if kind == "llama":
-        from rsi.models.server.llama_engine import LlamaEngine, LlamaUnavailable
+        from rsi.models.server.llama_engine import LlamaEngine
 
         try:
             return LlamaEngine(model, served_name=served_name, sizing=sizing)
@@ -68,4 +79,4 @@ def make_engine(kind: str, model: str | None, *, served_name: str | None, sizing
     raise RsiError(f"unknown engine '{kind}'; known: {', '.join(ENGINES)}", exit_code=2)
 
 
-__all__ = ["CHOICES", "ENGINES", "ENV", "choose_engine", "engine_kind", "make_engine"]
+__all__ = ["CHOICES", "ENGINES", "ENV", "LlamaUnavailable", "choose_engine", "engine_kind", "llama_lib", "make_engine"]

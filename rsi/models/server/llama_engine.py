@@ -1,8 +1,9 @@
 """The llama.cpp engine: the bundled GGUF served by llama.cpp (through `llama-cpp-python`'s C API).
 
-Decoding a 135M model on a CPU is bound by per-token overhead and by reading the weights; llama.cpp
-runs the quantized GGUF as it ships, with its own CPU kernels, several times faster than the torch
-engine (benchmarks/engines.py). Everything above the forward pass is shared with the torch engine
+Decoding a 135M model on a CPU is bound by per-token overhead; llama.cpp's CPU kernels decode several
+times faster than the torch engine and prefill faster too (benchmarks/engines.py). The bundled Q4_1
+GGUF is served widened to F16 (`f16_copy`): the same weights the torch engine and the trainer use, so
+log-probs agree across engines to ~0.003 nats a token. Everything above the forward pass is shared with the torch engine
 (engine_base.py): the tokenizer and chat template (the exact prompt token ids), the queue and its
 scheduling, and the `Row` that turns logits into tokens (stop strings, grammars, tool calls, sampling
 with the request's seed, logprobs). Only the model work is llama.cpp's:
@@ -18,13 +19,15 @@ with the request's seed, logprobs). Only the model work is llama.cpp's:
   then each label's tokens are run once and removed from the KV again.
 - **Cancellation** is checked between prefill chunks and between decode steps, as in the torch engine.
 
-The log-probabilities are llama.cpp's (Q4_1 weights with 8-bit activations), not the torch engine's
-fp32 ones: `benchmarks/engines.py` measures the difference; the trainer re-scores what it trains on.
+A GGUF the user names is served as it is; a quantized one (Q4/Q8 products with 8-bit activations) gives
+log-probs ~0.06 nats a token off the trainer's, which is why the trainer re-scores the rollouts its
+policy-gradient ratio is taken against (`training.pg_old_logprobs`).
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -37,6 +40,7 @@ import torch
 
 from rsi.models.server.decode import GenResult, Row
 from rsi.models.server.engine_base import EngineBase, RunningRows
+from rsi.models.server.engines import LlamaUnavailable, llama_lib
 from rsi.models.server.jobs import Cancelled, EngineError, Job
 from rsi.models.server.lora_gguf import convert_peft_adapter
 from rsi.models.server.model_files import resolve_gguf, resolve_model
@@ -45,19 +49,36 @@ from rsi.models.sizing import ServerSizing, size_server
 
 PREFILL_CHUNK = 512  # tokens per llama_decode call in a prefill; cancellation is checked between chunks
 SLOTS_PER_ROW = 2  # KV slots per batch row: a trial's next turn finds its last turn's KV still there
+# Rows decoded together unless --max-batch says otherwise: on llama.cpp four rows cost about 1.3 of one
+# (benchmarks/records/engines.json), where the torch engine's padded batches cost nearly as much as rows apart.
+DEFAULT_MAX_BATCH = 4
+LLAMA_FTYPE_F16 = 1
 
 
-class LlamaUnavailable(RuntimeError):
-    """llama-cpp-python is not installed or cannot load (the torch engine serves instead)."""
+def f16_copy(lib: Any, src: Path) -> Path:
+    """The bundled Q4_1 GGUF widened to F16, made once (~3 s) and cached beside the transformers copy.
 
+    F16 holds the Q4_1 weights as the torch engine and the trainer see them (dequantized) to within f16
+    rounding, so the two engines' log-probs of the same tokens agree to ~0.003 nats a token, where the
+    Q4_1 file's 8-bit activation products differ by ~0.06 (up to ~0.4); and llama.cpp's F16 matmuls
+    prefill about twice as fast as its Q4_1 ones on an AVX2 CPU (benchmarks/engines.py)."""
+    from rsi.models.server.model_files import _file_digest
+    from rsi.store.paths import cache_dir
 
-def llama_lib() -> Any:
-    """The `llama_cpp` module (the C API), or LlamaUnavailable saying why not."""
-    try:
-        import llama_cpp
-    except (ImportError, OSError) as e:  # OSError: the shared library would not load
-        raise LlamaUnavailable(f"llama-cpp-python is not usable here ({e})") from e
-    return llama_cpp
+    target = cache_dir() / "models" / f"{src.stem}-{_file_digest(src)[:8]}-f16.gguf"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    params = lib.llama_model_quantize_default_params()
+    params.ftype = LLAMA_FTYPE_F16
+    params.allow_requantize = True
+    params.nthread = 2
+    if lib.llama_model_quantize(str(src).encode(), str(tmp).encode(), params) != 0:
+        tmp.unlink(missing_ok=True)
+        raise LlamaUnavailable(f"llama.cpp could not widen {src} to F16")
+    tmp.replace(target)  # atomic: a concurrent starter sees all of it or none
+    return target
 
 
 @dataclass
@@ -88,17 +109,21 @@ class LlamaEngine(EngineBase):
                  sizing: ServerSizing | None = None, slots: int | None = None) -> None:
         lib = llama_lib()
         sizing = sizing or size_server()
-        gguf = resolve_gguf(model)
+        source = resolve_gguf(model)
         model_dir, model_id = resolve_model(model)  # the tokenizer, chat template and config
         self._setup(model_dir, served_name or model_id, sizing, RunningRows)
-        self.gguf = gguf
+        if "max_batch" not in sizing.overrides:
+            self.max_batch = DEFAULT_MAX_BATCH
         self._lib = lib
         self._quiet()
         lib.llama_backend_init()
+        # the bundled model is served widened to F16 (f16_copy); a GGUF the user names is served as it is
+        self.source_gguf = source
+        self.gguf = f16_copy(lib, source) if model in (None, "", "default") else source
         mparams = lib.llama_model_default_params()
-        self._model = lib.llama_model_load_from_file(str(gguf).encode(), mparams)
+        self._model = lib.llama_model_load_from_file(str(self.gguf).encode(), mparams)
         if not self._model:
-            raise LlamaUnavailable(f"llama.cpp could not load {gguf}")
+            raise LlamaUnavailable(f"llama.cpp could not load {self.gguf}")
         self.n_vocab = int(lib.llama_vocab_n_tokens(lib.llama_model_get_vocab(self._model)))
         n_slots = slots or max(2, SLOTS_PER_ROW * self.max_batch)
         cparams = lib.llama_context_default_params()
@@ -152,9 +177,10 @@ class LlamaEngine(EngineBase):
             "engine": self.kind,
             "model": self.model_id,
             "gguf": str(self.gguf),
-            "dtype": "gguf",
+            "source_gguf": str(self.source_gguf),
+            "dtype": "f16" if self.gguf != self.source_gguf else "gguf",
             "kernels": "llama.cpp",
-            "sizing": self.sizing.as_dict(),
+            "sizing": {**self.sizing.as_dict(), "max_batch": self.max_batch},
             "slots": len(self._slots),
             "queued": queued,
             "running": running,
@@ -419,4 +445,4 @@ class LlamaEngine(EngineBase):
         )
 
 
-__all__ = ["LlamaEngine", "LlamaUnavailable", "llama_lib"]
+__all__ = ["LlamaEngine"]
