@@ -118,6 +118,11 @@ def serve(
         kind, why = choose_engine(engine_kind(engine), model)
         if why:
             err_console.print(f"engine: torch ({why})", highlight=False)
+        torch_only = [name for name, given in (("--dtype", dtype != "auto"), ("--kernels", kernels is not None),
+                                               ("--speculate", speculate is not None)) if given]
+        if kind == "llama" and torch_only:
+            raise RsiError(f"{', '.join(torch_only)}: only the torch engine has this setting; add --engine torch",
+                           exit_code=2)
         try:
             # the engine modules first: they set the OpenMP environment before torch loads
             from rsi.models.server.engines import make_engine  # isort: skip

@@ -49,3 +49,16 @@ def test_llama_without_llama_cpp_is_an_error_naming_the_fix(monkeypatch: pytest.
     monkeypatch.setitem(sys.modules, "llama_cpp", None)
     with pytest.raises(RsiError, match=r"--engine llama: .*setup.sh"):
         engines.make_engine("llama", None, served_name=None, sizing=None)
+
+
+def test_serve_refuses_a_torch_only_setting_on_the_llama_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from rsi.cli.app import app
+
+    monkeypatch.setattr("rsi.models.embedded.watch_parent", lambda: None)
+    r = CliRunner().invoke(app, ["model", "serve", "--engine", "llama", "--kernels", "int8", "--dtype", "bfloat16"])
+    assert r.exit_code == 2
+    assert "--dtype, --kernels: only the torch engine has this setting; add --engine torch" in r.output
+    r = CliRunner().invoke(app, ["model", "serve", "--engine", "tpu"])
+    assert r.exit_code == 2 and "--engine: unknown engine 'tpu'; known: auto, torch, llama" in r.output
