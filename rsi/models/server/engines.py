@@ -13,23 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from rsi.core.errors import RsiError
+from rsi.models.server.llama_lib import LlamaUnavailable, llama_lib
 
 ENGINES = ("torch", "llama")
 CHOICES = ("auto", *ENGINES)
 ENV = "RSI_MODEL_ENGINE"
-
-
-class LlamaUnavailable(RuntimeError):
-    """llama-cpp-python is not installed or cannot load (the torch engine serves instead)."""
-
-
-def llama_lib() -> Any:
-    """The `llama_cpp` module (the C API), or LlamaUnavailable saying why not."""
-    try:
-        import llama_cpp
-    except (ImportError, OSError) as e:  # OSError: the shared library would not load
-        raise LlamaUnavailable(f"llama-cpp-python is not usable here ({e})") from e
-    return llama_cpp
 
 
 def engine_kind(name: str | None, env: dict[str, str] | None = None) -> str:

@@ -40,8 +40,8 @@ import torch
 
 from rsi.models.server.decode import GenResult, Row
 from rsi.models.server.engine_base import EngineBase, RunningRows
-from rsi.models.server.engines import LlamaUnavailable, llama_lib
 from rsi.models.server.jobs import Cancelled, EngineError, Job
+from rsi.models.server.llama_lib import LlamaUnavailable, llama_lib
 from rsi.models.server.lora_gguf import convert_peft_adapter
 from rsi.models.server.model_files import resolve_gguf, resolve_model
 from rsi.models.server.prompts import chunk_logprobs, logprob_entry
