@@ -72,9 +72,9 @@ def test_names_row_order_and_alpha(tmp_path: Path) -> None:
 def test_converted_once_per_weights(tmp_path: Path) -> None:
     _adapter(tmp_path / "a")
     first, sha = convert_peft_adapter(tmp_path / "a", CONFIG, tmp_path / "cache")
-    stamp = first.stat().st_mtime_ns
+    made = first.stat().st_ino, first.read_bytes()
     again, sha2 = convert_peft_adapter(tmp_path / "a", CONFIG, tmp_path / "cache")
-    assert (again, sha2) == (first, sha) and again.stat().st_mtime_ns == stamp
+    assert (again, sha2) == (first, sha) and (again.stat().st_ino, again.read_bytes()) == made  # not rewritten
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [first.name]  # no temporary file left
 
 
@@ -102,3 +102,20 @@ def test_a_tensor_it_cannot_map_is_refused(tmp_path: Path) -> None:
     (d / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 2, "lora_alpha": 2}))
     with pytest.raises(EngineError, match="lm_head"):
         convert_peft_adapter(d, CONFIG, tmp_path / "c")
+
+
+def test_the_cache_keeps_the_most_recently_served_conversions(tmp_path: Path) -> None:
+    import os
+
+    from rsi.models.server import lora_gguf
+
+    cache = tmp_path / "cache"
+    made = []
+    for i in range(3):
+        src = tmp_path / f"a{i}"
+        _adapter(src, rank=2 + i)
+        made.append(convert_peft_adapter(src, CONFIG, cache)[0])
+        os.utime(made[-1], (1000 + i, 1000 + i))
+    convert_peft_adapter(tmp_path / "a0", CONFIG, cache)  # served again: now the most recent
+    lora_gguf._prune(cache, keep=2)
+    assert sorted(p.name for p in cache.iterdir()) == sorted([made[0].name, made[2].name])

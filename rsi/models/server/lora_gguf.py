@@ -41,6 +41,7 @@ _MODULES = {
 }
 _KEY = re.compile(r"(?:^|\.)layers\.(\d+)\.([a-z_]+\.[a-z_]+)\.lora_([AB])(?:\.[A-Za-z0-9_]+)?\.weight$")
 FORMAT_VERSION = 1  # bump when the written file would differ for the same adapter
+KEEP = 64  # converted adapters kept in the cache (least recently served go first)
 
 
 def _digest(path: Path) -> str:
@@ -81,6 +82,7 @@ def convert_peft_adapter(adapter_dir: Path, model_config: dict[str, Any], cache:
     sha = _digest(weights)
     target = cache / f"{sha[:24]}-v{FORMAT_VERSION}.gguf"
     if target.is_file():
+        os.utime(target)  # recently served: the last to be pruned
         return target, sha
     import gguf
     import numpy as np
@@ -121,7 +123,15 @@ def convert_peft_adapter(adapter_dir: Path, model_config: dict[str, Any], cache:
     writer.write_tensors_to_file()
     writer.close()
     tmp.replace(target)  # atomic: a concurrent load sees all of it or none
+    _prune(cache)
     return target, sha
+
+
+def _prune(cache: Path, keep: int = KEEP) -> None:
+    """Drop the least recently served conversions beyond `keep` (each is made again if it is asked for)."""
+    files = sorted(cache.glob("*.gguf"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in files[keep:]:
+        old.unlink(missing_ok=True)
 
 
 __all__ = ["FORMAT_VERSION", "convert_peft_adapter"]
