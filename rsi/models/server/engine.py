@@ -102,45 +102,24 @@ class Engine(EngineBase):
             "prefix_cache": vars(self.prefix_cache.stats).copy(),
         }
 
-    def load_adapter(self, name: str, path: str) -> None:
+    def _load_adapter(self, name: str, path: Path) -> None:
         from peft import PeftModel
 
-        if not name or name == self.model_id:
-            raise EngineError(f"invalid lora_name '{name}'")
-        p = Path(path)
-        if not (p / "adapter_config.json").is_file():
-            raise EngineError(f"lora_path '{path}' is not a PEFT adapter directory (no adapter_config.json)")
-        with self._lock:
-            if name in self.adapters:
-                raise EngineError(f"The lora adapter '{name}' has already been loaded.")
-            try:
-                if isinstance(self.model, PeftModel):
-                    self.model.load_adapter(str(p), adapter_name=name)
-                else:
-                    self.model = PeftModel.from_pretrained(self.model, str(p), adapter_name=name).eval()
-            except (ValueError, OSError, KeyError, RuntimeError) as e:
-                raise EngineError(f"could not load lora adapter '{name}' from '{path}': {e}") from e
-            self._loads += 1
-            self._epochs[name] = self._loads
-            self.adapters[name] = str(p)
+        try:
+            if isinstance(self.model, PeftModel):
+                self.model.load_adapter(str(path), adapter_name=name)
+            else:
+                self.model = PeftModel.from_pretrained(self.model, str(path), adapter_name=name).eval()
+        except (ValueError, OSError, KeyError, RuntimeError) as e:
+            raise EngineError(f"could not load lora adapter '{name}' from '{path}': {e}") from e
 
-    def unload_adapter(self, name: str) -> None:
-        with self._lock:
-            if name not in self.adapters:
-                raise EngineError(f"The lora adapter '{name}' cannot be found.", status=404)
-            self.prefix_cache.drop_adapter(self._kv_key(name))
-            del self.adapters[name]
-            # rows still decoding with it end now (the worker holds no step while we hold the lock)
-            gone = [r for r in self._batch.rows if r.adapter == name]
-            for r in gone:
-                r.finish = "error"
-            self._batch.remove(gone)
-            for r in gone:
-                r.job._resolve(error=EngineError(f"The model `{name}` does not exist.", status=404))
-            if self.adapters:
-                self.model.delete_adapter(name)
-            else:  # last one: strip the LoRA layers so base requests run at full speed
-                self.model = self.model.unload().eval()
+    def _unload_adapter(self, name: str, gone: list[Row]) -> None:
+        self.prefix_cache.drop_adapter(self._kv_key(name))
+        self._batch.remove(gone)
+        if len(self.adapters) > 1:
+            self.model.delete_adapter(name)
+        else:  # the last one: strip the LoRA layers so base requests run at full speed
+            self.model = self.model.unload().eval()
 
     def _adapter_names(self, rows: list[Row]) -> list[str] | None:
         if not self.adapters:

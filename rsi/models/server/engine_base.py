@@ -96,10 +96,42 @@ class EngineBase:
         """What the server runs with, for /health and `rsi doctor`."""
         raise NotImplementedError
 
+    # -- adapters (vLLM's load/unload API; the weights themselves are the engine kind's) -------
+
     def load_adapter(self, name: str, path: str) -> None:
-        raise NotImplementedError
+        """Serve the PEFT LoRA at `path` as `name`."""
+        if not name or name == self.model_id:
+            raise EngineError(f"invalid lora_name '{name}'")
+        p = Path(path)
+        if not (p / "adapter_config.json").is_file():
+            raise EngineError(f"lora_path '{path}' is not a PEFT adapter directory (no adapter_config.json)")
+        with self._lock:
+            if name in self.adapters:
+                raise EngineError(f"The lora adapter '{name}' has already been loaded.")
+            self._load_adapter(name, p)
+            self._loads += 1
+            self._epochs[name] = self._loads
+            self.adapters[name] = str(p)
 
     def unload_adapter(self, name: str) -> None:
+        """Stop serving `name`; its rows still decoding end now with 404 (the worker holds no step meanwhile)."""
+        with self._lock:
+            if name not in self.adapters:
+                raise EngineError(f"The lora adapter '{name}' cannot be found.", status=404)
+            gone = [r for r in self._batch.rows if r.adapter == name]
+            for r in gone:
+                r.finish = "error"
+            self._unload_adapter(name, gone)
+            del self.adapters[name]
+            for r in gone:
+                r.job._resolve(error=EngineError(f"The model `{name}` does not exist.", status=404))
+
+    def _load_adapter(self, name: str, path: Path) -> None:
+        """Load the adapter's weights (under the lock); an EngineError refuses it."""
+        raise NotImplementedError
+
+    def _unload_adapter(self, name: str, gone: list[Row]) -> None:
+        """Drop the adapter's weights and KV, and `gone` (its running rows) from the batch (under the lock)."""
         raise NotImplementedError
 
     def _threads(self) -> None:

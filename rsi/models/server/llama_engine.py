@@ -62,10 +62,10 @@ def f16_copy(lib: Any, src: Path) -> Path:
     rounding, so the two engines' log-probs of the same tokens agree to ~0.003 nats a token, where the
     Q4_1 file's 8-bit activation products differ by ~0.06 (up to ~0.4); and llama.cpp's F16 matmuls
     prefill about twice as fast as its Q4_1 ones on an AVX2 CPU (benchmarks/engines.py)."""
-    from rsi.models.server.model_files import _file_digest
+    from rsi.models.server.model_files import file_sha256
     from rsi.store.paths import cache_dir
 
-    target = cache_dir() / "models" / f"{src.stem}-{_file_digest(src)[:8]}-f16.gguf"
+    target = cache_dir() / "models" / f"{src.stem}-{file_sha256(src)[:8]}-f16.gguf"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -202,49 +202,30 @@ class LlamaEngine(EngineBase):
 
     # -- adapters ------------------------------------------------------------------------
 
-    def load_adapter(self, name: str, path: str) -> None:
+    def _load_adapter(self, name: str, path: Path) -> None:
         import json
 
         from rsi.store.paths import cache_dir
 
-        if not name or name == self.model_id:
-            raise EngineError(f"invalid lora_name '{name}'")
-        p = Path(path)
-        if not (p / "adapter_config.json").is_file():
-            raise EngineError(f"lora_path '{path}' is not a PEFT adapter directory (no adapter_config.json)")
-        with self._lock:
-            if name in self.adapters:
-                raise EngineError(f"The lora adapter '{name}' has already been loaded.")
-            config = json.loads((self.model_dir / "config.json").read_text())
-            gguf, sha = convert_peft_adapter(p, config, cache_dir() / "lora-gguf")
-            lora = self._lib.llama_adapter_lora_init(self._model, str(gguf).encode())
-            if not lora:
-                raise EngineError(f"could not load lora adapter '{name}' from '{path}': llama.cpp refused {gguf}")
-            self._loads += 1
-            self._epochs[name] = self._loads
-            self.adapters[name] = str(p)
-            self._loras[name] = lora
-            self.served_sha[name] = sha
+        config = json.loads((self.model_dir / "config.json").read_text())
+        gguf, sha = convert_peft_adapter(path, config, cache_dir() / "lora-gguf")
+        lora = self._lib.llama_adapter_lora_init(self._model, str(gguf).encode())
+        if not lora:
+            raise EngineError(f"could not load lora adapter '{name}' from '{path}': llama.cpp refused {gguf}")
+        self._loras[name] = lora
+        self.served_sha[name] = sha
 
-    def unload_adapter(self, name: str) -> None:
-        with self._lock:
-            if name not in self.adapters:
-                raise EngineError(f"The lora adapter '{name}' cannot be found.", status=404)
-            key = self._kv_key(name)
-            gone = [r for r in self._batch.rows if r.adapter == name]
-            for r in gone:
-                r.finish = "error"
-                self._release(r, keep=False)
-            self._batch.rows = [r for r in self._batch.rows if r not in gone]
-            for r in gone:
-                r.job._resolve(error=EngineError(f"The model `{name}` does not exist.", status=404))
-            for s in self._slots:
-                if s.key == key and s.row is None:
-                    self._clear(s)
-            self._use_adapter(None)
-            self._lib.llama_adapter_lora_free(self._loras.pop(name))
-            del self.adapters[name]
-            self.served_sha.pop(name, None)
+    def _unload_adapter(self, name: str, gone: list[Row]) -> None:
+        for r in gone:
+            self._release(r, keep=False)
+        self._batch.rows = [r for r in self._batch.rows if r not in gone]
+        key = self._kv_key(name)
+        for s in self._slots:
+            if s.key == key and s.row is None:
+                self._clear(s)
+        self._use_adapter(None)
+        self._lib.llama_adapter_lora_free(self._loras.pop(name))
+        self.served_sha.pop(name, None)
 
     def _use_adapter(self, name: str | None) -> None:
         """Apply `name`'s LoRA to the context (None: the base); a no-op when it is already applied."""

@@ -44,14 +44,6 @@ FORMAT_VERSION = 1  # bump when the written file would differ for the same adapt
 KEEP = 64  # converted adapters kept in the cache (least recently served go first)
 
 
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _permute_rows(w: Any, heads: int) -> Any:
     """llama.cpp's row order for a Llama q/k projection with `heads` heads (rows = heads * head_dim)."""
     rows = w.shape[0]
@@ -79,7 +71,8 @@ def convert_peft_adapter(adapter_dir: Path, model_config: dict[str, Any], cache:
     weights = adapter_dir / "adapter_model.safetensors"
     if not weights.is_file():
         raise EngineError(f"{adapter_dir}: no adapter_model.safetensors (the llama engine reads safetensors only)")
-    sha = _digest(weights)
+    with weights.open("rb") as f:
+        sha = hashlib.file_digest(f, "sha256").hexdigest()
     target = cache / f"{sha[:24]}-v{FORMAT_VERSION}.gguf"
     if target.is_file():
         os.utime(target)  # recently served: the last to be pruned

@@ -16,17 +16,14 @@ from rsi.core.errors import RsiError
 from rsi.models.embedded import DEFAULT_MODEL_ID, cache_dir, find_default_gguf
 
 
-def _file_digest(path: Path) -> str:
-    h = hashlib.sha256()
+def file_sha256(path: Path) -> str:
     with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def convert_gguf(gguf: Path, model_id: str) -> Path:
     """A saved transformers copy of `gguf` in the cache, made once (dequantizing takes ~20 s)."""
-    target = cache_dir() / "models" / f"{model_id}-{_file_digest(gguf)[:8]}"
+    target = cache_dir() / "models" / f"{model_id}-{file_sha256(gguf)[:8]}"
     if (target / "config.json").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
