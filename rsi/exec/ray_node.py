@@ -86,9 +86,12 @@ def node_name() -> str:
     try:
         import ray
 
-        return str(ray.get_runtime_context().get_node_id())
+        # asking for the runtime context outside Ray would start a local Ray instance (seconds, and it stays)
+        if ray.is_initialized():
+            return str(ray.get_runtime_context().get_node_id())
     except Exception:  # noqa: BLE001 - outside a Ray worker
-        return socket.gethostname()
+        pass
+    return socket.gethostname()
 
 
 def _provider() -> object:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import rsi.exec.ray_exec as ray_exec
-from rsi.exec.ray_node import NodeReport, check_node
+from rsi.exec.ray_node import NodeReport, check_node, node_name
 from rsi.loop.doctor import ENDPOINT_FIX, Check, cluster_checks
 
 URL = "http://10.0.0.5:8000/v1"
@@ -100,3 +100,13 @@ def test_check_node_asks_the_endpoint_from_where_it_runs(http_url: str) -> None:
         closed = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
     rep = check_node("", closed)
     assert rep.endpoint is not None and rep.endpoint.startswith(f"{closed} unreachable from this node")
+
+
+def test_node_name_outside_ray_is_the_host_and_starts_no_ray() -> None:
+    """Outside a Ray worker the node is the host name; asking must not start a local Ray instance (13 s, and it
+    stays running behind the caller)."""
+    import ray
+
+    assert not ray.is_initialized()
+    assert node_name() == socket.gethostname()
+    assert not ray.is_initialized()
