@@ -209,6 +209,10 @@ class _StopAtDeadline(stop_base):
 class ChatClient:
     """Client for one OpenAI-compatible base URL such as `http://127.0.0.1:8765/v1`."""
 
+    # the back-off of a client made without one: class-wide, so a test of retries can shorten every client's
+    BACKOFF_INITIAL = 0.5
+    BACKOFF_MAX = 8.0
+
     def __init__(
         self,
         base_url: str,
@@ -216,8 +220,8 @@ class ChatClient:
         api_key: str | None = None,
         timeout: float = 120.0,
         max_attempts: int = 4,
-        backoff_initial: float = 0.5,
-        backoff_max: float = 8.0,
+        backoff_initial: float | None = None,
+        backoff_max: float | None = None,
         transport: httpx.BaseTransport | None = None,
         token_ids: bool = False,
     ) -> None:
@@ -226,8 +230,8 @@ class ChatClient:
         # only for servers that accept the fields (OpenAI's API refuses unknown ones).
         self.token_ids = token_ids
         self.max_attempts = max(1, max_attempts)
-        self.backoff_initial = backoff_initial
-        self.backoff_max = backoff_max
+        self.backoff_initial = self.BACKOFF_INITIAL if backoff_initial is None else backoff_initial
+        self.backoff_max = self.BACKOFF_MAX if backoff_max is None else backoff_max
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(timeout=timeout, headers=headers, transport=transport)
 

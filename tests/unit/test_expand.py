@@ -226,8 +226,11 @@ def test_reflective_proposals_are_checked_and_refusals_recorded(
 
 
 def test_endpoint_errors_are_infra_never_a_verdict(
-    ctx: WorkspaceContext, provider: FakeSandboxProvider, policy: tuple[Policy, str]
+    ctx: WorkspaceContext, provider: FakeSandboxProvider, policy: tuple[Policy, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from rsi.models.client import ChatClient
+
+    monkeypatch.setattr(ChatClient, "BACKOFF_INITIAL", 0.02)  # the retries are what is tested, not their waits
     policy[0].faults = [500] * 400  # the endpoint is down for the whole first run
     out = expand(ctx, _req(provider, budget=20))
     kinds = {a.kind for a in ctx.store.attributions("gen-0000")}
