@@ -61,3 +61,12 @@ def test_the_demos_budget_leaves_its_main_discover_what_its_candidates_are_plann
     finally:
         ctx.store.close()
 
+
+
+def test_the_demo_commands_default_budget_is_the_demos_planned_budget() -> None:
+    """`rsi demo --help` shows the budget the demo's plan is sized at (the CLI keeps the literal to stay fast)."""
+    import inspect
+
+    from rsi.loop.cycle.demo import DEMO_BUDGET
+
+    assert inspect.signature(cycle_cli.demo).parameters["budget"].default == DEMO_BUDGET

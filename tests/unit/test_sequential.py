@@ -30,16 +30,27 @@ class Sim:
 
 
 def simulate(looks: int, gain: float, rule: str = "obrien_fleming", runs: int = RUNS, seed: int = 7,
-             futility: float | None = 0.0, units: int = UNITS, tasks: int = TASKS) -> Sim:
+             futility: float | None = 0.0, units: int = UNITS, tasks: int = TASKS, trials: int = TRIALS,
+             learned: float | None = None) -> Sim:
+    """The share of `runs` simulated promotes the rule passes, and their mean rounds. Each task's parent rate is
+    uniform in 0.05-0.6 and the candidate's that plus `gain`; with `learned`, a share of units that learned
+    instead (parent 0-0.1, candidate uniform in 0.2-0.8 on a learned unit, the parent's elsewhere): gains
+    spread unevenly over templates, as a model's learning is."""
     rng = np.random.default_rng(seed)
-    sched = schedule(TRIALS, looks)
-    bnd = bounds(ALPHA, tuple(n / TRIALS for n in sched), rule)  # type: ignore[arg-type]
+    sched = schedule(trials, looks)
+    bnd = bounds(ALPHA, tuple(n / trials for n in sched), rule)  # type: ignore[arg-type]
     wins = rounds = 0
     names = [f"t{u}.{i}" for u in range(units) for i in range(tasks)]
     for _ in range(runs):
-        base = rng.uniform(0.05, 0.6, size=len(names))
-        par = rng.random((len(names), TRIALS)) < base[:, None]
-        cand = rng.random((len(names), TRIALS)) < np.minimum(base + gain, 1.0)[:, None]
+        if learned is None:
+            base = rng.uniform(0.05, 0.6, size=len(names))
+            better = np.minimum(base + gain, 1.0)
+        else:
+            base = np.repeat(rng.uniform(0.0, 0.1, size=units), tasks)
+            hit = np.repeat(rng.random(units) < learned, tasks)
+            better = np.where(hit, np.maximum(base, rng.uniform(0.2, 0.8, size=len(names))), base)
+        par = rng.random((len(names), trials)) < base[:, None]
+        cand = rng.random((len(names), trials)) < better[:, None]
         for k in range(1, looks + 1):
             n = sched[k - 1]
 
@@ -97,9 +108,9 @@ def test_a_clear_gain_stops_sooner_with_almost_the_power_of_one_look() -> None:
 
 
 def test_at_the_demos_eight_templates_pocock_stops_early_where_obrien_fleming_cannot_and_both_keep_alpha() -> None:
-    """The demo's in-skill part: 8 templates x 1 task x 4 trials in 2 looks. The clustered test's smallest
-    p-values there are 1/256 (every template better) and 1/128 (one ties): O'Brien-Fleming's first bound
-    (0.0056) admits only the first, Pocock's (0.031) both, so a clear gain stops after one round far more
+    """8 templates x 1 task x 4 trials in 2 looks (the demo's in-skill part before it took 16 x 2). The clustered
+    test's smallest p-values there are 1/256 (every template better) and 1/128 (one ties): O'Brien-Fleming's first
+    bound (0.0056) admits only the first, Pocock's (0.031) both, so a clear gain stops after one round far more
     often under Pocock, for a few points of power (simulated: 0.93 against 0.98 at +0.5); the overall type-I
     error stays at alpha under either."""
     assert bounds(ALPHA, (0.5, 1.0))[0] < 1 / 128 < bounds(ALPHA, (0.5, 1.0), "pocock")[0]
@@ -111,6 +122,23 @@ def test_at_the_demos_eight_templates_pocock_stops_early_where_obrien_fleming_ca
     poc = simulate(2, 0.5, "pocock", runs=runs, units=8, tasks=1)
     assert poc.rounds < obf.rounds - 0.1, (obf, poc)
     assert poc.rejected >= obf.rejected - 0.08, (obf, poc)
+
+
+def test_the_demos_sixteen_templates_by_two_trials_keep_alpha_and_find_uneven_gains_eight_by_four_miss() -> None:
+    """The demo's holdout parts are 16 templates x 2 trials, not 8 x 4: the same trials per generation, twice the
+    clusters. With 8 the exact clustered test is so coarse (1/256 steps) that a candidate which learned half the
+    compositions passes about one time in eight; with 16 about two times in three, and a candidate equal to its
+    parent still passes at most alpha of the time."""
+    from rsi.loop.cycle.demo import DEMO_IN_SKILL_TEMPLATES, DEMO_LOOKS, DEMO_SPENDING, DEMO_TRIALS
+
+    runs = 600
+    demo = {"units": DEMO_IN_SKILL_TEMPLATES, "tasks": 1, "trials": DEMO_TRIALS}
+    assert DEMO_IN_SKILL_TEMPLATES * DEMO_TRIALS == 8 * 4
+    null = simulate(DEMO_LOOKS, 0.0, DEMO_SPENDING, runs=runs, **demo)
+    assert null.rejected <= mc_ceiling(ALPHA, runs), null
+    wide = simulate(DEMO_LOOKS, 0.0, DEMO_SPENDING, runs=runs, learned=0.5, **demo)
+    narrow = simulate(DEMO_LOOKS, 0.0, DEMO_SPENDING, runs=runs, learned=0.5, units=8, tasks=1, trials=4)
+    assert wide.rejected >= 0.5 and wide.rejected >= narrow.rejected + 0.3, (wide, narrow)
 
 
 def test_evaluate_gates_significance_on_the_looks_bound() -> None:

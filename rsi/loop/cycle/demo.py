@@ -32,19 +32,24 @@ DEMO_HINTS = (2, 3)
 DEMO_IN_TEMPLATE = 1  # promote's trials per train task and generation for the in-template rate (not gated) ...
 DEMO_IN_TEMPLATE_TASKS = 16  # ... on at most this many train tasks, one per template first
 DEMO_LOOKS = 2  # promote measures in two rounds and stops after the first when the answer is clear
-# ... with alpha spent by Pocock's rule: on the in-skill part's 8 templates the clustered test's smallest p-values are
-# 1/256 (every template better) and 1/128 (one ties). O'Brien-Fleming's first bound (0.0056) admits only the first,
-# so the measured demo (7 of 8 templates better after round one, p = 1/128) paid a second round; Pocock's (0.031)
-# stops there, for a few points of power (benchmarks/sequential.py) and a final bound of 0.030 instead of 0.048.
+# ... with alpha spent by Pocock's rule, whose first bound (0.031) a clear gain can meet after one round, where
+# O'Brien-Fleming's (0.0056) asks for nearly every template better (benchmarks/sequential.py simulates both).
 DEMO_SPENDING = "pocock"
-DEMO_HOLDOUT_TEMPLATES = 8  # unseen templates; with 5 (the clustered test's minimum) every one must improve
+# Each holdout part is 16 templates x 2 trials per generation, not 8 x 4: the same trials, twice the clusters. The
+# paired test is clustered on templates and exact, so with 8 it can only say 1/256, 2/256, ...: at the demo's
+# Pocock bounds it promoted 0.5 % of candidates equal to their parent (alpha 0.05) and 12 % of candidates that had
+# learned half the compositions (0.2-0.8 each); with 16 x 2, 4.5 % and 64 %, and 78 % (from 33 %) when three in
+# four were learned (benchmarks/sequential.py, `demo_shape_*`: simulated, never a holdout result). The demo's
+# levels hold 16 unseen templates and 22 held-out level-3 compositions.
+DEMO_TRIALS = 2  # promotion.trials_per_task: per holdout task and generation
+DEMO_HOLDOUT_TEMPLATES = 16  # unseen templates
 # The non-inferiority margins (unseen part, suite) follow from the parts' sizes alone, never from a result
 # (rsi.core.noninferiority.design_margin): the smallest margin at which a candidate truly equal to its parent at
-# the worst rate (0.5) passes the last look with probability DEMO_NI_POWER. The demo's unseen part (8 templates x
-# 4 trials = 32 per arm) and starter suite (16 tasks x 2) get 0.30: a test that can fail and that a candidate
-# no worse than its parent passes; benchmarks/noninferiority.py simulates its type-I error and power there.
+# the worst rate (0.5) passes the last look with probability DEMO_NI_POWER. The demo's unseen part (16 templates x
+# 2 trials = 32 per arm) gets 0.30: a test that can fail and that a candidate no worse than its parent passes;
+# benchmarks/noninferiority.py simulates its type-I error and power there.
 DEMO_NI_POWER = 0.8
-DEMO_IN_SKILL_TEMPLATES = 8  # the in-skill part each cycle draws afresh: held-out compositions of trained operations
+DEMO_IN_SKILL_TEMPLATES = 16  # the in-skill part each cycle draws afresh: held-out compositions of trained operations
 # The in-skill part asks held-out compositions (two or three trained operations in a combination never trained):
 # a demo that trains on single operations only never shows the model a combination, and its first measured run
 # (benchmarks/records/demo.json, a10e2af) moved the train templates (in-template 0 -> 6/16) and no composition
@@ -54,10 +59,11 @@ DEMO_IN_SKILL_TEMPLATES = 8  # the in-skill part each cycle draws afresh: held-o
 # ran two commands or more on 28 of 32 train compositions it never trained on (0 of 32 without), and passed 17 of
 # 32 fresh instances of its trained single operations (8 of 32 without, p = 0.004). One value was tried.
 DEMO_COMPOSITIONS = 48
-# trials: promote ~224 first; discover 0.8 of the rest, of which the compositions (48 x 7) and the holdout top-ups
-# (~96) are set aside first, leaving the main discover the ~1390 trials its 230 candidates are planned at (gate ~6
-# each; it stops at its budget); expand the other 0.2 (~470, of which it spends ~300)
-DEMO_BUDGET = 2550
+# trials: promote ~224 first (2 generations x (2 trials x 34 holdout tasks + 1 x 48 suite tasks)); discover 0.8
+# of the rest, of which the compositions (48 x 7) and the holdout top-ups (32 x 6) are set aside first, leaving
+# the main discover the ~1390 trials its 230 candidates are planned at (gate ~6 each; it stops at its budget);
+# expand the other 0.2 (~500, of which it spends ~300)
+DEMO_BUDGET = 2700
 
 
 def demo_request(budget: float) -> CycleRequest:
@@ -90,7 +96,7 @@ def demo_settings(root: Path) -> None:
     write_atomic(path, yaml.safe_dump(data, sort_keys=False))
     contract = root / str(data["contract"])
     text = contract.read_text()
-    for key, value in (("in_template_trials_per_task", DEMO_IN_TEMPLATE),
+    for key, value in (("trials_per_task", DEMO_TRIALS), ("in_template_trials_per_task", DEMO_IN_TEMPLATE),
                        ("in_template_max_tasks", DEMO_IN_TEMPLATE_TASKS), ("looks", DEMO_LOOKS),
                        ("spending", DEMO_SPENDING),
                        *demo_margins(root, yaml.safe_load(text).get("promotion") or {}).items(),
@@ -110,7 +116,8 @@ def demo_margins(root: Path, promotion: dict[str, object]) -> dict[str, float]:
     from rsi.core.noninferiority import design_margin
     from rsi.core.promotion import look_bounds
 
-    promo = Promotion.model_validate({**promotion, "looks": DEMO_LOOKS, "spending": DEMO_SPENDING})
+    promo = Promotion.model_validate({**promotion, "looks": DEMO_LOOKS, "spending": DEMO_SPENDING,
+                                      "trials_per_task": DEMO_TRIALS})
     level = look_bounds(promo, promo.noninferiority_spending)[-1]
     suite = sum(1 for s in promo.suites if (root / s).is_dir() for d in (root / s).iterdir() if d.is_dir())
     out = {"unseen_margin": design_margin(DEMO_HOLDOUT_TEMPLATES * promo.trials_per_task, level, DEMO_NI_POWER),
