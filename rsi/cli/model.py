@@ -151,7 +151,7 @@ def serve(
             engine_obj.load_adapter(name, path)
         err_console.print(
             f"serving {', '.join(engine_obj.model_ids())} ({kind}, {engine_obj.info()['dtype']}) "
-            f"on http://{host}:{the_port}/v1; {sizing.summary()}",
+            f"on http://{host}:{the_port}/v1; {engine_obj.sizing.summary()}",
             highlight=False,
         )
         try:

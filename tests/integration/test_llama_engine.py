@@ -171,3 +171,17 @@ def test_a_choice_is_the_label_torch_picks(engine: LlamaEngine) -> None:
     assert got.text == ref.text and got.choice_scores is not None and ref.choice_scores is not None
     for lab in labels:
         assert abs(got.choice_scores[lab] - ref.choice_scores[lab]) < 1.0
+
+
+def test_the_default_batch_is_what_the_engine_reports(llama_ready: None) -> None:
+    """Unless set by hand the llama engine batches DEFAULT_MAX_BATCH rows, and the sizing it prints at start and
+    shows on /health says so (it said the torch sizing's 1 while batching 4)."""
+    from rsi.models.server.llama_engine import DEFAULT_MAX_BATCH, LlamaEngine
+    from rsi.models.sizing import size_server
+
+    eng = LlamaEngine(sizing=size_server(env={}, cores=2))
+    try:
+        assert eng.max_batch == eng.sizing.max_batch == eng.info()["sizing"]["max_batch"] == DEFAULT_MAX_BATCH
+        assert f"batch {DEFAULT_MAX_BATCH}," in eng.sizing.summary()
+    finally:
+        eng.close()

@@ -31,7 +31,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +112,8 @@ class LlamaEngine(EngineBase):
         source = resolve_gguf(model)
         model_dir, model_id = resolve_model(model)  # the tokenizer, chat template and config
         self._setup(model_dir, served_name or model_id, sizing, RunningRows)
-        if "max_batch" not in sizing.overrides:
+        if "max_batch" not in sizing.overrides:  # the sizing too, so what the server prints and /health agree
+            self.sizing = replace(self.sizing, max_batch=DEFAULT_MAX_BATCH)
             self.max_batch = DEFAULT_MAX_BATCH
         self._lib = lib
         self._quiet()
