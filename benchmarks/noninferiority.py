@@ -6,10 +6,11 @@ replaced (measured in the same run), recorded for the results page.
     python benchmarks/noninferiority.py --runs 1000  # quicker, noisier
 
 Shapes (rsi.loop.cycle.demo and the contract): the unseen part 8 templates x 1 task x 4 trials and the starter
-suite 16 tasks x 2 trials, both in 2 looks (O'Brien-Fleming spending for non-inferiority, a pass at either look
-counted), margin from design_margin (0.30); family regression over the 16 holdout tasks in 7 families x 4 trials,
-ceiling 0.1, Holm at alpha 0.05. Type-I error: the candidate worse by exactly the margin (non-inferiority passes)
-or every family down by exactly the ceiling (the gate fails), the worst of the base-rate cases simulated.
+suite (every task of suites/starter x the contract's suite_trials_per_task), both in 2 looks (O'Brien-Fleming
+spending for non-inferiority, a pass at either look counted), margins from design_margin; family regression over the
+16 holdout tasks in 7 families x 4 trials, ceiling 0.1, Holm at alpha 0.05. Type-I error: the candidate worse by
+exactly the margin (non-inferiority passes) or every family down by exactly the ceiling (the gate fails), the worst
+of the base-rate cases simulated.
 """
 
 from __future__ import annotations

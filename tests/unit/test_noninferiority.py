@@ -1,12 +1,13 @@
 """Non-inferiority and family regression as tests that can fail (rsi.core.noninferiority), simulated.
 
 The simulations draw a holdout at the demo's shape (rsi.loop.cycle.demo: 8 unseen templates x 1 task x 4 trials in
-2 looks; the starter suite's 16 tasks x 2 trials; 16 holdout tasks over 7 families x 4 trials), both generations'
-trials (Bernoulli per task), and run the gate's own code: the non-inferiority test at each look's bound (O'Brien-
-Fleming spending, a pass at either look counted: an upper bound of what it adds to a promotion), the family test
-with Holm at the last look. At the null's edge (the candidate worse by exactly the margin; every family down by
-exactly the ceiling) the share of runs that pass non-inferiority / fail the family gate must stay at alpha within
-Monte-Carlo error. benchmarks/noninferiority.py prints the same figures with more runs.
+2 looks; every task of the suite suites/starter x the shipped contract's suite trials per task; 16 holdout tasks
+over 7 families x 4 trials), both generations' trials (Bernoulli per task), and run the gate's own code: the
+non-inferiority test at each look's bound (O'Brien-Fleming spending, a pass at either look counted: an upper bound
+of what it adds to a promotion), the family test with Holm at the last look. At the null's edge (the candidate
+worse by exactly the margin; every family down by exactly the ceiling) the share of runs that pass non-inferiority /
+fail the family gate must stay at alpha within Monte-Carlo error. benchmarks/noninferiority.py prints the same
+figures with more runs.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from rsi.core.contract import Promotion
 from rsi.core.holdout_rates import TaskOutcome, family_rates
@@ -31,12 +33,21 @@ from rsi.core.noninferiority import (
 from rsi.core.promotion import evaluate, family_gate, look_bounds, unit_floor
 from rsi.core.sequential import schedule
 from rsi.core.stats import paired_permutation_p
-from rsi.loop.cycle.demo import DEMO_FAMILIES, DEMO_HOLDOUT_TEMPLATES, DEMO_IN_SKILL_TEMPLATES, DEMO_LOOKS
+from rsi.loop.cycle.demo import (
+    DEMO_FAMILIES,
+    DEMO_HOLDOUT_TEMPLATES,
+    DEMO_IN_SKILL_TEMPLATES,
+    DEMO_LOOKS,
+    DEMO_TRIALS,
+)
 
 ALPHA = 0.05
 TRIALS = Promotion().trials_per_task  # 4
-SUITE_TRIALS = Promotion().suite_trials_per_task  # 2
-SUITE_TASKS = sum(1 for d in (Path(__file__).parents[2] / "suites" / "starter").iterdir() if d.is_dir())
+ROOT = Path(__file__).parents[2]
+# the suite's shape: every task of suites/starter x the shipped contract's suite_trials_per_task (what rsi init copies)
+SUITE_TRIALS = Promotion.model_validate(
+    yaml.safe_load((ROOT / "contracts" / "hcp-1.0.yaml").read_text())["promotion"]).suite_trials_per_task
+SUITE_TASKS = sum(1 for d in (ROOT / "suites" / "starter").iterdir() if d.is_dir())
 CEILING = Promotion().family_regression_ceiling
 Test = Callable[[list[UnitCounts], float, float], bool]  # (units, margin, level) -> non-inferiority shown
 
@@ -211,24 +222,25 @@ def test_min_units_follow_the_sequential_bound() -> None:
 
 
 def test_the_demos_margins_come_from_its_shape(tmp_path: Path) -> None:
-    """demo_settings writes the margins design_margin gives the demo's parts (32 trials per arm each: 0.30),
-    and a candidate equal to its parent at the worst rate passes the last look at about DEMO_NI_POWER."""
+    """demo_settings writes the margins design_margin gives the demo's parts (the unseen part's 32 trials per arm:
+    0.30; the suite's from its own size, at least as large), and a candidate equal to its parent at the worst rate
+    passes the last look at about DEMO_NI_POWER."""
     from rsi.loop.context import WorkspaceContext
     from rsi.loop.cycle.demo import demo_settings
     from rsi.loop.init import init_workspace
 
-    assert demo_margin(DEMO_HOLDOUT_TEMPLATES * TRIALS) == pytest.approx(0.3)
-    assert demo_margin(SUITE_TASKS * SUITE_TRIALS) == pytest.approx(0.3)
+    assert demo_margin(DEMO_HOLDOUT_TEMPLATES * DEMO_TRIALS) == pytest.approx(0.3)
+    assert demo_margin(SUITE_TASKS * SUITE_TRIALS) <= demo_margin(DEMO_HOLDOUT_TEMPLATES * DEMO_TRIALS)
     init_workspace(tmp_path / "ws", starter_tasks=False)
     demo_settings(tmp_path / "ws")
     ctx = WorkspaceContext.open(tmp_path / "ws")
     try:
         promo = ctx.contract.promotion
-        assert promo.unseen_margin == pytest.approx(demo_margin(DEMO_HOLDOUT_TEMPLATES * TRIALS))
+        assert promo.unseen_margin == pytest.approx(demo_margin(DEMO_HOLDOUT_TEMPLATES * DEMO_TRIALS))
         assert promo.suite_margin == pytest.approx(demo_margin(SUITE_TASKS * SUITE_TRIALS))
     finally:
         ctx.store.close()
-    at_worst = simulate_ni(0.3, 0.0, lo=0.5, hi=0.5, runs=400)
+    at_worst = simulate_ni(0.3, 0.0, trials=DEMO_TRIALS, lo=0.5, hi=0.5, runs=400)  # the unseen part's shape
     assert 0.7 <= at_worst <= 0.92, at_worst
 
 

@@ -1,0 +1,2 @@
+#!/bin/sh
+tar -czf /tmp/backup.tgz /srv/data

@@ -1,0 +1,2 @@
+def panel():
+    return 'admin'

@@ -1,0 +1,5 @@
+from src.util import greet
+
+
+def test_greet():
+    assert greet('a') == 'hello a'
