@@ -331,7 +331,7 @@ def demo(
     ] = None,
     unit: Annotated[str, TrialsUnitOpt] = "trials",
     budget: Annotated[float, typer.Option("--budget", help="Trials per cycle, all phases (most are cheap "
-                                          "controls and replays, no model call).")] = 2700,
+                                          "controls and replays, no model call).")] = 2750,
     cycles: Annotated[int, typer.Option("--cycles", help="Cycles to run, each on the generation the one before "
                                         "promoted.")] = 1,
     resume: Annotated[str | None, typer.Option(

@@ -1,8 +1,8 @@
 """Non-inferiority and family regression as tests that can fail (rsi.core.noninferiority), simulated.
 
-The simulations draw a holdout at the demo's shape (rsi.loop.cycle.demo: 8 unseen templates x 1 task x 4 trials in
-2 looks; every task of the suite suites/starter x the shipped contract's suite trials per task; 16 holdout tasks
-over 7 families x 4 trials), both generations' trials (Bernoulli per task), and run the gate's own code: the
+The simulations draw a holdout at the demo's shape (rsi.loop.cycle.demo: 16 unseen templates x 1 task x 2 trials in
+2 looks; every task of the suite suites/starter x the shipped contract's suite trials per task; 32 holdout tasks
+over 7 families x 2 trials), both generations' trials (Bernoulli per task), and run the gate's own code: the
 non-inferiority test at each look's bound (O'Brien-Fleming spending, a pass at either look counted: an upper bound
 of what it adds to a promotion), the family test with Holm at the last look. At the null's edge (the candidate
 worse by exactly the margin; every family down by exactly the ceiling) the share of runs that pass non-inferiority /
@@ -68,7 +68,7 @@ def demo_margin(trials_per_arm: int) -> float:
     return design_margin(trials_per_arm, look_bounds(Promotion(looks=DEMO_LOOKS), "obrien_fleming")[-1])
 
 
-def simulate_ni(margin: float, diff: float, *, units: int = DEMO_HOLDOUT_TEMPLATES, trials: int = TRIALS,
+def simulate_ni(margin: float, diff: float, *, units: int = DEMO_HOLDOUT_TEMPLATES, trials: int = DEMO_TRIALS,
                 looks: int = DEMO_LOOKS, lo: float = 0.1, hi: float = 0.6, runs: int = 1000, seed: int = 11,
                 test: Test = score_test) -> float:
     """Share of runs in which non-inferiority passes at some look. Each unit's parent rate ~ U(lo, hi), the
@@ -92,7 +92,7 @@ def simulate_ni(margin: float, diff: float, *, units: int = DEMO_HOLDOUT_TEMPLAT
 
 def family_shape(tasks: int = DEMO_HOLDOUT_TEMPLATES + DEMO_IN_SKILL_TEMPLATES,
                  families: int = len(DEMO_FAMILIES)) -> list[str]:
-    """The family of each holdout task: round robin over the demo's families (16 tasks: 3, 3, 2, 2, 2, 2, 2)."""
+    """The family of each holdout task: round robin over the demo's families (32 tasks: 5, 5, 5, 5, 4, 4, 4)."""
     return [f"f{i % families}" for i in range(tasks)]
 
 
@@ -104,7 +104,7 @@ def family_test_fails(p: dict[str, TaskOutcome], c: dict[str, TaskOutcome], ceil
 
 
 def simulate_family(drops: dict[str, float], *, ceiling: float = CEILING, lo: float = 0.1, hi: float = 0.6,
-                    runs: int = 1000, seed: int = 5, fams: list[str] | None = None, trials: int = TRIALS,
+                    runs: int = 1000, seed: int = 5, fams: list[str] | None = None, trials: int = DEMO_TRIALS,
                     rule: FamilyRule = family_test_fails) -> float:
     """Share of runs in which the family_regression gate fails. Each task its own template (as the demo's
     holdout), parent rate ~ U(lo, hi), the candidate's lower by its family's drop (`*`: every family)."""
@@ -240,13 +240,13 @@ def test_the_demos_margins_come_from_its_shape(tmp_path: Path) -> None:
         assert promo.suite_margin == pytest.approx(demo_margin(SUITE_TASKS * SUITE_TRIALS))
     finally:
         ctx.store.close()
-    at_worst = simulate_ni(0.3, 0.0, trials=DEMO_TRIALS, lo=0.5, hi=0.5, runs=400)  # the unseen part's shape
+    at_worst = simulate_ni(0.3, 0.0, lo=0.5, hi=0.5, runs=400)  # the unseen part's shape
     assert 0.7 <= at_worst <= 0.92, at_worst
 
 
 @pytest.mark.parametrize("lo,hi", [(0.3, 0.8), (0.5, 0.5), (0.3, 0.3)])
 def test_non_inferiority_type_one_error_at_the_demos_shape(lo: float, hi: float) -> None:
-    m = demo_margin(DEMO_HOLDOUT_TEMPLATES * TRIALS)
+    m = demo_margin(DEMO_HOLDOUT_TEMPLATES * DEMO_TRIALS)
     assert simulate_ni(m, -m, lo=lo, hi=hi) <= mc_ceiling(ALPHA, 1000)
 
 
@@ -258,13 +258,14 @@ def test_suite_type_one_error_at_the_demos_shape() -> None:
 def test_the_simulation_sees_a_test_that_ignores_rare_passes() -> None:
     """The shifted sign-flip test at the null's edge with rare passes (parent 0.1, candidate 0.0, margin 0.1)
     passes far more than alpha of runs: the type-I tests above can fail. The score test does not."""
-    naive = simulate_ni(0.1, -0.1, lo=0.1, hi=0.1, looks=1, runs=600, test=shifted_permutation)
+    shape = {"units": 8, "trials": 4}  # the exact sign-flip test enumerates 2^units flips a run: kept small
+    naive = simulate_ni(0.1, -0.1, lo=0.1, hi=0.1, looks=1, runs=600, test=shifted_permutation, **shape)
     assert naive > mc_ceiling(ALPHA, 600), naive
-    assert simulate_ni(0.1, -0.1, lo=0.1, hi=0.1, looks=1, runs=600) <= mc_ceiling(ALPHA, 600)
+    assert simulate_ni(0.1, -0.1, lo=0.1, hi=0.1, looks=1, runs=600, **shape) <= mc_ceiling(ALPHA, 600)
 
 
 def test_non_inferiority_power_at_the_demos_shape() -> None:
-    m = demo_margin(DEMO_HOLDOUT_TEMPLATES * TRIALS)
+    m = demo_margin(DEMO_HOLDOUT_TEMPLATES * DEMO_TRIALS)
     assert simulate_ni(m, 0.2, runs=400) >= 0.9
     assert simulate_ni(m, 0.0, runs=400) >= 0.65  # designed for 0.8 at the worst rate, one look
 

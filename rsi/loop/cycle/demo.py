@@ -59,11 +59,11 @@ DEMO_IN_SKILL_TEMPLATES = 16  # the in-skill part each cycle draws afresh: held-
 # ran two commands or more on 28 of 32 train compositions it never trained on (0 of 32 without), and passed 17 of
 # 32 fresh instances of its trained single operations (8 of 32 without, p = 0.004). One value was tried.
 DEMO_COMPOSITIONS = 48
-# trials: promote ~224 first (2 generations x (2 trials x 34 holdout tasks + 1 x 48 suite tasks)); discover 0.8
+# trials: promote ~320 first (2 generations x 2 trials x (34 holdout + 48 suite tasks)); discover 0.8
 # of the rest, of which the compositions (48 x 7) and the holdout top-ups (32 x 6) are set aside first, leaving
 # the main discover the ~1390 trials its 230 candidates are planned at (gate ~6 each; it stops at its budget);
 # expand the other 0.2 (~500, of which it spends ~300)
-DEMO_BUDGET = 2700
+DEMO_BUDGET = 2750
 
 
 def demo_request(budget: float) -> CycleRequest:
