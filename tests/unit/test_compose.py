@@ -157,7 +157,13 @@ def test_instruction_is_one_request_in_words_in_several_phrasings() -> None:
 
 
 def test_steps_share_paths_and_the_wrong_answers_do_part_of_the_work() -> None:
-    d = _gen("compose/sort+head", 2)
+    g = ComposeGenerator()
+    req = GenRequest(seed=2, difficulty=3, template="compose/sort+head")
+    tpl, lv = g.draw(req)
+    # the reference is one of the chains of the steps' shapes; the first does every step its template's first way
+    chains = {g.draft(req, tpl, lv, k).solve_sh for k in range(len(lv.references))}
+    assert len(chains) == 3 and _gen("compose/sort+head", 2).solve_sh in chains
+    d = g.draft(req, tpl, lv, 0)
     body = d.solve_sh.split("cd /app\n", 1)[1].strip().splitlines()
     assert body[0].startswith("LC_ALL=C sort ") and body[1].startswith("head -n ")
     mid = body[0].split("> ")[1]

@@ -10,6 +10,11 @@ known-wrong answers do part of the work: the first step(s) only, or every step w
 template's own careless answer). A composition is a template of this generator, recorded as
 `template = "compose/<op1>+<op2>[+<op3>]"` with family `compose` and the operations' templates as `ops`.
 
+The steps' shell shapes are their templates' (rsi.loop.discover.generators.shapes): reference shape k does every
+step its k-th way (cycling where a step has fewer), and the instance uses one of them (`shape_index`), so the
+replays of compositions vary in shape as the templates' do. A third of the instances describe the chain's input
+rather than name it ("the only .csv file in /app"); the reference then looks in /app first, as a template's does.
+
 Which combinations train and which are held out is a split like the template split (rsi.core.discover.unit_split
 of the template id; see `held_out_compositions`), so a held-out composition of trained operations asks for
 skills the model was trained on in a combination (and words) it never was: the in-skill question.
@@ -51,6 +56,10 @@ from rsi.loop.discover.generators.procedural import (
 FAMILY = "compose"
 DEFAULT_FRACTION = 0.2  # the shipped contract's promotion.holdout_fraction
 COPIES = frozenset({"copy", "nested"})
+# the environment's one input of a kind, as a person describes it (a pair of files has no such description)
+DESCRIBED = {"lines": "the only .txt file in /app", "numbers": "the only .txt file in /app",
+             "csv": "the only .csv file in /app", "json_list": "the only .json file in /app",
+             "json_obj": "the only .json file in /app", "dir": "the only folder in /app"}
 # the frames that say the whole job: {c1}..{c3} are the steps' clauses, {C1} the first one capitalised
 FRAMES: dict[int, tuple[str, ...]] = {
     2: (
@@ -205,6 +214,7 @@ def compose(names: tuple[str, ...], rng: random.Random) -> Level:
     ops: list[Op] = [OP_BY_NAME[n] for n in names]
     fresh = _fresh(rng)
     env, value, origin = source(rng.choice(start_kinds(names)), rng, fresh)
+    described = DESCRIBED.get(value.kind)
     expect: dict[str, Value] = {}  # path -> what it holds at the end (env files first: they must stay)
     declared: dict[str, str] = {}  # path checked -> path declared in reads
     if value.kind == "pair":
@@ -227,6 +237,10 @@ def compose(names: tuple[str, ...], rng: random.Random) -> Level:
     clauses = [rng.choice(s.clauses) for s in steps]
     fields = {f"c{i + 1}": c for i, c in enumerate(clauses)}
     instruction, ph = say(rng, FRAMES[len(steps)], C1=clauses[0][0].upper() + clauses[0][1:], **fields)
+    # a third of the instances say the input as a person would, by what is unique about it in /app (drawn last:
+    # nothing else the instance draws moves); not where the clause says `X`'s
+    if described and f"`{origin}`'s" not in instruction and rng.random() < 1 / 3:
+        instruction = instruction.replace(f"`{origin}`", described, 1)
     checks = "\n".join(_check(p, v) for p, v in expect.items())
     # careless: every step, one of them (seeded) done the template's careless way, among the steps where that
     # changes the outcome (a sort of one line does not; a copy made a move does not where the original is removed)
@@ -237,7 +251,8 @@ def compose(names: tuple[str, ...], rng: random.Random) -> Level:
         c = careless_at[rng.randrange(len(careless_at))]
         wrong.append(_script([s.careless if i == c else s.shell for i, s in enumerate(steps)]))
     reads = list(dict.fromkeys(declared.get(p, p) for p in expect))
-    return Level(instruction=instruction, env_files=env, test_checks=checks, solve=_script([s.shell for s in steps]),
+    chains = [_script([s.shapes[k % len(s.shapes)] for s in steps]) for k in range(max(len(s.shapes) for s in steps))]
+    return Level(instruction=instruction, env_files=env, test_checks=checks, solve=chains[0], shapes=chains[1:],
                  wrong=wrong, reads=reads, what=f"{combination_id(names)}: every step's effect", phrasing=ph)
 
 
@@ -261,8 +276,8 @@ class ComposeGenerator(ProceduralFamily):
     def template(self, tid: str) -> Template:
         return _BY_ID.get(tid.removeprefix(f"{FAMILY}/")) or super().template(tid)
 
-    def generate(self, req: GenRequest) -> TaskDraft:
-        draft = super().generate(req)
+    def draft(self, req: GenRequest, tpl: Template, lv: Level, shape: int | None = None) -> TaskDraft:
+        draft = super().draft(req, tpl, lv, shape)
         assert draft.template is not None
         return draft.model_copy(update={"ops": list(ops_of(draft.template))})
 

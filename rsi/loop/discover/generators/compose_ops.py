@@ -3,8 +3,9 @@ the `files`, `text` and `data` templates written as data, so one step's output f
 
 An operation takes a file of one *kind* (word lines, sorted lines, numbers, a CSV, a JSON list or object, a
 directory, a pair of files) and writes a file of another (or the same) kind. Its step knows its reference command,
-a careless variant (the template's known-wrong answer, which must change the step's output), what the output holds
-afterwards (computed here, checked by the verifier) and a few natural wordings of itself. Each operation names the
+its other shell shapes (the template's own, from `shapes`), a careless variant (the template's known-wrong answer,
+which must change the step's output), what the output holds afterwards (computed here, checked by the verifier)
+and a few natural wordings of itself. Each operation names the
 template it comes from (`ops` in a composed task's metadata), so a composition of trained operations can be told
 from one that uses a held-out template.
 """
@@ -17,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from rsi.loop.discover.generators.procedural import USERS, WORDS, pick, q, word_lines
+from rsi.loop.discover.generators import shapes
+from rsi.loop.discover.generators.procedural import NUMBER_WORDS, USERS, WORDS, pick, q, word_lines
 
 Kind = str  # lines | sorted | numbers | numbers_sorted | csv | csv_sorted | json_list | json_obj | dir | pair
 # | scalar | gone
@@ -26,7 +28,6 @@ FILE_KINDS = frozenset({"lines", "sorted", "numbers", "numbers_sorted", "csv", "
                         "json_obj"})
 SOURCE_KINDS = ("lines", "numbers", "csv", "json_list", "json_obj", "dir", "pair")  # what an environment holds
 EXT = {"csv": "csv", "csv_sorted": "csv", "json_list": "json", "json_obj": "json"}  # else txt
-NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,18 @@ class Step:
     clauses: tuple[str, ...]  # natural wordings of the step (imperative, lower case, paths in backticks)
     reads: str | None = None  # the path to declare instead of `out` (a new directory's top)
     careless_differs: bool = True  # False where the careless answer happens to give the same output here
+    alts: tuple[str, ...] = ()  # other shapes of the reference, each with the same effect as `shell`
+
+    @property
+    def shapes(self) -> tuple[str, ...]:
+        """Every shape of the step's reference: `shell` first."""
+        return (self.shell, *self.alts)
+
+
+def stepped(ways: list[str], careless: str, value: Value, out: str, clauses: tuple[str, ...],
+            **kw: Any) -> Step:
+    """A step whose reference is the first of `ways` (a `shapes` list) and whose other shapes are the rest."""
+    return Step(ways[0], careless, value, out, clauses, alts=tuple(ways[1:]), **kw)
 
 
 @dataclass(frozen=True)
@@ -183,11 +196,11 @@ def _json_list(rng: random.Random) -> Value:
 
 def _sort(s: StepIn) -> Step:
     out = sorted(s.value.lines)
-    return Step(f"LC_ALL=C sort {s.src} > {s.out}", f"LC_ALL=C sort -r {s.src} > {s.out}",
-                lines_value("sorted", out), s.out, (
-                    f"sort the lines of `{s.src}` alphabetically and save them as `{s.out}`",
-                    f"put the lines of `{s.src}` in A-to-Z order in a new file `{s.out}`",
-                    f"write `{s.src}`'s lines to `{s.out}` in dictionary order"), careless_differs=len(set(out)) > 1)
+    return stepped(shapes.sort_lines(s.src, s.out), f"LC_ALL=C sort -r {s.src} > {s.out}",
+                   lines_value("sorted", out), s.out, (
+                       f"sort the lines of `{s.src}` alphabetically and save them as `{s.out}`",
+                       f"put the lines of `{s.src}` in A-to-Z order in a new file `{s.out}`",
+                       f"write `{s.src}`'s lines to `{s.out}` in dictionary order"), careless_differs=len(set(out)) > 1)
 
 
 def _cut(which: str) -> Callable[[StepIn], Step]:
@@ -197,26 +210,27 @@ def _cut(which: str) -> Callable[[StepIn], Step]:
         got = lines[:n] if which == "first" else lines[-n:]
         cmd = "head" if which == "first" else "tail"
         top = "top" if which == "first" else "bottom"
-        return Step(f"{cmd} -n {n} {s.src} > {s.out}", f"{cmd} -n {n + 1} {s.src} > {s.out}",
-                    lines_value(s.value.kind, got), s.out, (
-                        f"write {n_lines(n, which)} of `{s.src}` to `{s.out}`",
-                        f"keep just {n_lines(n, which)} of `{s.src}`{', in order,' if n > 1 else ''} in `{s.out}`",
-                        f"copy the {top} {NUMBER_WORDS.get(n, str(n))} line{'s' if n > 1 else ''} of `{s.src}` "
-                        f"into `{s.out}`"), careless_differs=n < len(lines))
+        ways = shapes.head(s.src, s.out, n) if which == "first" else shapes.tail(s.src, s.out, n)
+        return stepped(ways, f"{cmd} -n {n + 1} {s.src} > {s.out}",
+                       lines_value(s.value.kind, got), s.out, (
+                           f"write {n_lines(n, which)} of `{s.src}` to `{s.out}`",
+                           f"keep just {n_lines(n, which)} of `{s.src}`{', in order,' if n > 1 else ''} in `{s.out}`",
+                           f"copy the {top} {NUMBER_WORDS.get(n, str(n))} line{'s' if n > 1 else ''} of `{s.src}` "
+                           f"into `{s.out}`"), careless_differs=n < len(lines))
     return step
 
 
 def _upper(s: StepIn) -> Step:
-    return Step(f"tr a-z A-Z < {s.src} > {s.out}", f"cp {s.src} {s.out}",
-                lines_value(s.value.kind, [ln.upper() for ln in s.value.lines]), s.out, (
-                    f"write `{s.src}` in capital letters to `{s.out}`",
-                    f"turn every letter of `{s.src}` into upper case and save the result as `{s.out}`",
-                    f"make an upper-case version of `{s.src}` called `{s.out}`"))
+    return stepped(shapes.upper(s.src, s.out), f"cp {s.src} {s.out}",
+                   lines_value(s.value.kind, [ln.upper() for ln in s.value.lines]), s.out, (
+                       f"write `{s.src}` in capital letters to `{s.out}`",
+                       f"turn every letter of `{s.src}` into upper case and save the result as `{s.out}`",
+                       f"make an upper-case version of `{s.src}` called `{s.out}`"))
 
 
 def _count_lines(s: StepIn) -> Step:
     n = len(s.value.lines)
-    return Step(f"wc -l < {s.src} > {s.out}", f"wc -c < {s.src} > {s.out}", Value("scalar", f"{n}\n"), s.out, (
+    return stepped(shapes.count_lines(s.src, s.out), f"wc -c < {s.src} > {s.out}", Value("scalar", f"{n}\n"), s.out, (
         f"count the lines of `{s.src}` and write that number to `{s.out}`",
         f"put the number of lines in `{s.src}` (just the number) into `{s.out}`",
         f"record how many lines `{s.src}` has in `{s.out}`"))
@@ -224,19 +238,19 @@ def _count_lines(s: StepIn) -> Step:
 
 def _sort_numeric(s: StepIn) -> Step:
     nums = sorted(int(x) for x in s.value.lines)
-    return Step(f"sort -n {s.src} > {s.out}", f"sort -rn {s.src} > {s.out}",
-                lines_value("numbers_sorted", [str(n) for n in nums]), s.out, (
-                    f"sort the numbers in `{s.src}` from smallest to largest into `{s.out}`",
-                    f"write the numbers of `{s.src}` to `{s.out}` in increasing numeric order",
-                    f"order `{s.src}`'s numbers by value, lowest first, and save them as `{s.out}`"),
-                careless_differs=len(set(nums)) > 1)
+    return stepped(shapes.sort_numeric(s.src, s.out), f"sort -rn {s.src} > {s.out}",
+                   lines_value("numbers_sorted", [str(n) for n in nums]), s.out, (
+                       f"sort the numbers in `{s.src}` from smallest to largest into `{s.out}`",
+                       f"write the numbers of `{s.src}` to `{s.out}` in increasing numeric order",
+                       f"order `{s.src}`'s numbers by value, lowest first, and save them as `{s.out}`"),
+                   careless_differs=len(set(nums)) > 1)
 
 
 # -- files -----------------------------------------------------------------------------------------
 
 
 def _copy(s: StepIn) -> Step:
-    return Step(f"cp {s.src} {s.out}", f"mv {s.src} {s.out}", s.value, s.out, (
+    return stepped(shapes.copy(s.src, s.out), f"mv {s.src} {s.out}", s.value, s.out, (
         f"make a copy of `{s.src}` named `{s.out}`, keeping the original",
         f"back up `{s.src}` as `{s.out}` (the original stays where it is)",
         f"duplicate `{s.src}` to `{s.out}`"))
@@ -244,24 +258,26 @@ def _copy(s: StepIn) -> Step:
 
 def _append(s: StepIn) -> Step:
     text = " ".join(pick(s.rng, [w for w in WORDS if w not in s.value.text], 2))
-    return Step(f"printf '%s\\n' {q(text)} >> {s.src}", f"printf '%s\\n' {q(text)} > {s.src}",
-                lines_value("lines", [*s.value.lines, text]), s.src, (
-                    f"add the line \"{text}\" at the end of `{s.src}`, keeping what is already there",
-                    f"append one more line, \"{text}\", to `{s.src}`",
-                    f"extend `{s.src}` with a last line reading \"{text}\""))
+    return stepped(shapes.append(s.src, text), f"printf '%s\\n' {q(text)} > {s.src}",
+                   lines_value("lines", [*s.value.lines, text]), s.src, (
+                       f"add the line \"{text}\" at the end of `{s.src}`, keeping what is already there",
+                       f"append one more line, \"{text}\", to `{s.src}`",
+                       f"extend `{s.src}` with a last line reading \"{text}\""))
 
 
 def _nested(s: StepIn) -> Step:
     a, b = s.fresh(), s.fresh()
     out = f"/app/{a}/{b}/{s.src.rsplit('/', 1)[1]}"
-    return Step(f"mkdir -p /app/{a}/{b}\ncp {s.src} {out}", f"mkdir -p /app/{b}\ncp {s.src} /app/{b}/", s.value, out, (
-        f"file a copy of `{s.src}` under a new folder `/app/{a}/{b}`, same file name",
-        f"create the directories `/app/{a}/{b}` and put a copy of `{s.src}` in there under its own name",
-        f"keep a copy of `{s.src}` as `{out}`, creating the folders it needs"), reads=f"/app/{a}")
+    return stepped(shapes.copy_into(s.src, f"/app/{a}/{b}", out), f"mkdir -p /app/{b}\ncp {s.src} /app/{b}/",
+                   s.value, out, (
+                       f"file a copy of `{s.src}` under a new folder `/app/{a}/{b}`, same file name",
+                       f"create the directories `/app/{a}/{b}` and put a copy of `{s.src}` in there under its own "
+                       "name",
+                       f"keep a copy of `{s.src}` as `{out}`, creating the folders it needs"), reads=f"/app/{a}")
 
 
 def _delete(s: StepIn) -> Step:
-    return Step(f"rm {s.origin}", f": > {s.origin}", Value("gone", ""), s.origin, (
+    return stepped(shapes.remove(s.origin), f": > {s.origin}", Value("gone", ""), s.origin, (
         f"delete `{s.origin}`, which is no longer needed",
         f"remove the original `{s.origin}` from the disk",
         f"get rid of `{s.origin}` now that you are done with it"))
@@ -269,16 +285,16 @@ def _delete(s: StepIn) -> Step:
 
 def _list(s: StepIn) -> Step:
     names = cast(list[str], s.value.data)
-    return Step(f"LC_ALL=C ls -1 {s.src} > {s.out}", f"LC_ALL=C ls -1a {s.src} > {s.out}",
-                lines_value("sorted", sorted(names)), s.out, (
-                    f"list the files in `{s.src}` into `{s.out}`: bare names, one per line, A to Z",
-                    f"write the names of the files inside `{s.src}` to `{s.out}`, alphabetically, one a line",
-                    f"save a sorted listing of `{s.src}` (just the file names) as `{s.out}`"))
+    return stepped(shapes.list_dir(s.src, s.out), f"LC_ALL=C ls -1a {s.src} > {s.out}",
+                   lines_value("sorted", sorted(names)), s.out, (
+                       f"list the files in `{s.src}` into `{s.out}`: bare names, one per line, A to Z",
+                       f"write the names of the files inside `{s.src}` to `{s.out}`, alphabetically, one a line",
+                       f"save a sorted listing of `{s.src}` (just the file names) as `{s.out}`"))
 
 
 def _concat(s: StepIn) -> Step:
     pa, pb, a, b = pair_of(s.value)
-    return Step(f"cat {pa} {pb} > {s.out}", f"cat {pb} {pa} > {s.out}", lines_value("lines", [*a, *b]), s.out, (
+    return stepped(shapes.concat(pa, pb, s.out), f"cat {pb} {pa} > {s.out}", lines_value("lines", [*a, *b]), s.out, (
         f"join `{pa}` and then `{pb}` into one file `{s.out}`",
         f"write the content of `{pa}` followed by that of `{pb}` to `{s.out}`",
         f"combine `{pa}` (first) and `{pb}` (second) into `{s.out}`"))
@@ -296,82 +312,77 @@ def _csv_sort(s: StepIn) -> Step:
     ordered = sorted(rows, key=lambda r: r[1])
     text = ",".join(header) + "\n" + "".join(f"{a},{b},{c}\n" for a, b, c in ordered)
     col = header[1]
-    return Step(f"(head -n 1 {s.src}; tail -n +2 {s.src} | LC_ALL=C sort -t, -k2,2 -n) > {s.out}",
-                f"tail -n +2 {s.src} | LC_ALL=C sort -t, -k2,2 -n > {s.out}",
-                Value("csv_sorted", text, (header, ordered)), s.out, (
-                    f"sort the rows of `{s.src}` by their {col}, smallest first, keeping the header line on top, "
-                    f"into `{s.out}`",
-                    f"write `{s.src}` to `{s.out}` with the data rows in ascending order of {col} (header first)",
-                    f"order the records of `{s.src}` by increasing {col} and save them, header included, as "
-                    f"`{s.out}`"))
+    return stepped(shapes.csv_sort(s.src, s.out), f"tail -n +2 {s.src} | LC_ALL=C sort -t, -k2,2 -n > {s.out}",
+                   Value("csv_sorted", text, (header, ordered)), s.out, (
+                       f"sort the rows of `{s.src}` by their {col}, smallest first, keeping the header line on top, "
+                       f"into `{s.out}`",
+                       f"write `{s.src}` to `{s.out}` with the data rows in ascending order of {col} (header first)",
+                       f"order the records of `{s.src}` by increasing {col} and save them, header included, as "
+                       f"`{s.out}`"))
 
 
 def _csv_count(s: StepIn) -> Step:
     _, rows = _csv_rows(s)
-    return Step(f"tail -n +2 {s.src} | wc -l > {s.out}", f"wc -l < {s.src} > {s.out}",
-                Value("scalar", f"{len(rows)}\n"), s.out, (
-                    f"count the data rows of `{s.src}` (not the header) and write the number to `{s.out}`",
-                    f"put the number of records in `{s.src}`, header line not counted, into `{s.out}`",
-                    f"write to `{s.out}` how many rows of data `{s.src}` holds below its header"))
+    return stepped(shapes.csv_rows(s.src, s.out), f"wc -l < {s.src} > {s.out}",
+                   Value("scalar", f"{len(rows)}\n"), s.out, (
+                       f"count the data rows of `{s.src}` (not the header) and write the number to `{s.out}`",
+                       f"put the number of records in `{s.src}`, header line not counted, into `{s.out}`",
+                       f"write to `{s.out}` how many rows of data `{s.src}` holds below its header"))
 
 
 def _csv_sum(s: StepIn) -> Step:
     header, rows = _csv_rows(s)
     col = header[1]
-    return Step(f"tail -n +2 {s.src} | awk -F, '{{s += $2}} END {{print s}}' > {s.out}",
-                f"tail -n +2 {s.src} | awk -F, '{{s += $3}} END {{print s}}' > {s.out}",
-                Value("scalar", f"{sum(r[1] for r in rows)}\n"), s.out, (
-                    f"add up the {col} column of `{s.src}` and write the total to `{s.out}`",
-                    f"put the sum of every {col} in `{s.src}` into `{s.out}`",
-                    f"total the {col} values of `{s.src}` and save the result as `{s.out}`"))
+    return stepped(shapes.csv_sum(s.src, s.out),
+                   f"tail -n +2 {s.src} | awk -F, '{{s += $3}} END {{print s}}' > {s.out}",
+                   Value("scalar", f"{sum(r[1] for r in rows)}\n"), s.out, (
+                       f"add up the {col} column of `{s.src}` and write the total to `{s.out}`",
+                       f"put the sum of every {col} in `{s.src}` into `{s.out}`",
+                       f"total the {col} values of `{s.src}` and save the result as `{s.out}`"))
 
 
 def _csv_max(s: StepIn) -> Step:
     header, rows = _csv_rows(s)
     best = max(rows, key=lambda r: r[1])
     c0, c1 = header[0], header[1]
-    return Step(f"tail -n +2 {s.src} | LC_ALL=C sort -t, -k2,2 -rn | head -n 1 | cut -d, -f1 > {s.out}",
-                f"tail -n +2 {s.src} | LC_ALL=C sort -t, -k3,3 -rn | head -n 1 | cut -d, -f1 > {s.out}",
-                Value("scalar", f"{best[0]}\n"), s.out, (
-                    f"find the row of `{s.src}` with the largest {c1} and write its {c0} to `{s.out}`",
-                    f"write to `{s.out}` the {c0} of the record in `{s.src}` whose {c1} is highest",
-                    f"look up which {c0} in `{s.src}` has the biggest {c1} and save just that {c0} as `{s.out}`"))
-
-
-def _py(expr: str, src: str, out: str) -> str:
-    return f"python3 -c \"import json; d = json.load(open('{src}')); print({expr})\" > {out}"
+    return stepped(shapes.csv_max(s.src, s.out),
+                   f"tail -n +2 {s.src} | LC_ALL=C sort -t, -k3,3 -rn | head -n 1 | cut -d, -f1 > {s.out}",
+                   Value("scalar", f"{best[0]}\n"), s.out, (
+                       f"find the row of `{s.src}` with the largest {c1} and write its {c0} to `{s.out}`",
+                       f"write to `{s.out}` the {c0} of the record in `{s.src}` whose {c1} is highest",
+                       f"look up which {c0} in `{s.src}` has the biggest {c1} and save just that {c0} as `{s.out}`"))
 
 
 def _json_filter(s: StepIn) -> Step:
     key, t, items = json_list_of(s.value)
     want = [o["name"] for o in items if o[key] > t]
-    return Step(_py(f"'\\n'.join(o['name'] for o in d if o['{key}'] > {t})", s.src, s.out),
-                _py(f"'\\n'.join(o['name'] for o in d if o['{key}'] >= {t})", s.src, s.out),
-                lines_value("lines", want), s.out, (
-                    f"write the names of the people in `{s.src}` whose {key} is above {t} to `{s.out}`, one per "
-                    f"line, in the list's order",
-                    f"pick the entries of `{s.src}` with a {key} greater than {t} and put their names, one a line "
-                    f"and in file order, in `{s.out}`",
-                    f"save in `{s.out}` the name of everyone in `{s.src}` with a {key} higher than {t}, one per "
-                    f"line, as they are listed"))
+    return stepped(shapes.json_filter(s.src, s.out, key, t),
+                   shapes.py(f"'\\n'.join(o['name'] for o in d if o['{key}'] >= {t})", s.src, s.out),
+                   lines_value("lines", want), s.out, (
+                       f"write the names of the people in `{s.src}` whose {key} is above {t} to `{s.out}`, one per "
+                       f"line, in the list's order",
+                       f"pick the entries of `{s.src}` with a {key} greater than {t} and put their names, one a line "
+                       f"and in file order, in `{s.out}`",
+                       f"save in `{s.out}` the name of everyone in `{s.src}` with a {key} higher than {t}, one per "
+                       f"line, as they are listed"))
 
 
 def _json_keys(s: StepIn) -> Step:
     obj = cast(dict[str, int], s.value.data)
-    return Step(_py("'\\n'.join(sorted(d))", s.src, s.out), _py("'\\n'.join(d)", s.src, s.out),
-                lines_value("sorted", sorted(obj)), s.out, (
-                    f"write the keys of the JSON object in `{s.src}` to `{s.out}`, alphabetically, one per line",
-                    f"list the field names of `{s.src}` in A-to-Z order, one a line, in `{s.out}`",
-                    f"save the sorted top-level keys of `{s.src}` as `{s.out}`, a key on each line"))
+    return stepped(shapes.json_keys(s.src, s.out), shapes.py("'\\n'.join(d)", s.src, s.out),
+                   lines_value("sorted", sorted(obj)), s.out, (
+                       f"write the keys of the JSON object in `{s.src}` to `{s.out}`, alphabetically, one per line",
+                       f"list the field names of `{s.src}` in A-to-Z order, one a line, in `{s.out}`",
+                       f"save the sorted top-level keys of `{s.src}` as `{s.out}`, a key on each line"))
 
 
 def _json_len(s: StepIn) -> Step:
     _, _, items = json_list_of(s.value)
-    return Step(_py("len(d)", s.src, s.out), f"wc -l < {s.src} > {s.out}", Value("scalar", f"{len(items)}\n"),
-                s.out, (
-                    f"count the entries of the JSON list in `{s.src}` and write the count to `{s.out}`",
-                    f"put the number of items in the list `{s.src}` holds into `{s.out}`",
-                    f"write to `{s.out}` how many records the JSON array in `{s.src}` has"))
+    return stepped(shapes.json_len(s.src, s.out, "name"), f"wc -l < {s.src} > {s.out}",
+                   Value("scalar", f"{len(items)}\n"), s.out, (
+                       f"count the entries of the JSON list in `{s.src}` and write the count to `{s.out}`",
+                       f"put the number of items in the list `{s.src}` holds into `{s.out}`",
+                       f"write to `{s.out}` how many records the JSON array in `{s.src}` has"))
 
 
 LINES = frozenset({"lines", "sorted"})

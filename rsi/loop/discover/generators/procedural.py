@@ -5,24 +5,34 @@ A family holds *templates*, each at one level: a distinct operation with its own
 create, append, copy, delete, chmod, ...; text: count lines, head, sort, dedupe, ...). Levels 1 and 2
 offer several templates each, levels 3 and 4 one; the seed draws the template, then the template draws
 its names, data (from a stream keyed by the side it is drawn for and the cycle, `instance_rng`) and one of its
-phrasings of the instruction (4+ at levels 1 and 2) on the side the request
-asks for (`GenRequest.phrasing_side`: the last `holdout_phrasings` are the in-skill holdout's only). A task
-records its template id (`<family>/<template>`): the unit of evaluation, so the holdout split can keep whole
-templates apart.
+phrasings of the instruction (6 at levels 1 and 2, the last two in a person's words: a file described, "the only
+.log file in /app", or a value spelt out, "the first three lines", rather than every value handed over in
+backticks) on the side the request asks for (`GenRequest.phrasing_side`: the last `holdout_phrasings` are the
+in-skill holdout's only). A task records its template id (`<family>/<template>`): the unit of evaluation, so the
+holdout split can keep whole templates apart.
 
-Level 1 of every family is one obvious command with every name given (the reach of a 135M model);
-each level up adds a step or a trap that a careless answer falls into. Instances of one template
-differ in file names, words, data and wording, not only in a number. Each template writes its
-verifier in python3 (present in every base image), checks the output exactly, declares the paths it
-reads (integrity level 1), and ships known-wrong solutions: the careless answers the verifier must refuse.
+A template offers every natural shell shape of its answer where the shell has several (`wc -l <`, `grep -c ''`,
+`awk 'END {print NR}'`, `sed -n '$='`: `Level.shapes` beside `solve`), and the instance's reference is one of them
+(`shape_index`), so the oracle replays that become training data vary in shape across instances, not only in
+names; the verifier checks effects, so each passes. Where the instruction describes a file rather than naming it,
+the reference first lists the folder it is in (`look_lines`): a replay then never uses a name it was not shown.
+
+Level 1 of every family is one obvious command with every name given or plainly described (the reach of a
+135M model); each level up adds a step or a trap that a careless answer falls into. Instances of one template
+differ in file names, words, data and wording, not only in a number. Each template writes its verifier in
+python3 (present in every base image), checks the output exactly, declares the paths it reads (integrity level
+1), and ships known-wrong solutions: the careless answers the verifier must refuse (none of them a shape).
 """
 
 from __future__ import annotations
 
+import json
 import random
+import re
 import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from hashlib import sha256
 
 from rsi.core.discover import PhrasingSide, TaskDraft, instance_seed, phrasings_on
 from rsi.loop.discover.generators import GENERATORS, GeneratorError, GenRequest
@@ -113,7 +123,9 @@ class Level:
     """What one template writes for one seed; `generate` fills the generator's name, family and knobs.
 
     `phrasing` is (which, of how many) instruction wordings the template drew (tests check there are 4+ at
-    levels 1 and 2, 3+ above); the task records both, and the split holds the last ones out.
+    levels 1 and 2, 3+ above); the task records both, and the split holds the last ones out. `shapes` are other
+    correct answers, each a whole script as `solve` is, that the shell offers for the same effect: the instance's
+    reference is one of `references` (`shape_index`).
     """
 
     instruction: str
@@ -124,6 +136,12 @@ class Level:
     reads: list[str]
     what: str
     phrasing: tuple[int, int] = (0, 1)
+    shapes: list[str] = field(default_factory=list)
+
+    @property
+    def references(self) -> list[str]:
+        """Every correct reference the template wrote: `solve` first, then the other shapes."""
+        return [self.solve, *self.shapes]
 
 
 LevelFn = Callable[[random.Random], Level]
@@ -191,6 +209,11 @@ class ProceduralFamily:
         raise GeneratorError(f"generator {self.name}: no template {tid!r}; known: {', '.join(self.template_ids())}")
 
     def generate(self, req: GenRequest) -> TaskDraft:
+        tpl, lv = self.draw(req)
+        return self.draft(req, tpl, lv)
+
+    def draw(self, req: GenRequest) -> tuple[Template, Level]:
+        """The template the request asks for (or the seed draws) and its instance, with every reference shape."""
         levels = self.levels
         if req.difficulty not in levels:
             raise GeneratorError(f"generator {self.name}: difficulty {req.difficulty} is not one of "
@@ -206,15 +229,59 @@ class ProceduralFamily:
         # The instance depends on (template, side, cycle, seed, level), however the template was chosen.
         # The phrasing is drawn among those on the requested phrasing side only.
         rng = instance_rng(self.name, tpl.id, req)
-        lv = _name_answer(tpl.fn(rng), rng)
+        return tpl, _name_answer(tpl.fn(rng), rng)
+
+    def draft(self, req: GenRequest, tpl: Template, lv: Level, shape: int | None = None) -> TaskDraft:
+        """The task of an instance `draw` gave, its reference the instance's own shape (`shape_index`) or, for a
+        test that runs each, shape `shape` of `lv.references`."""
+        tid = f"{self.family}/{tpl.id}"
+        k = shape_index(tid, lv) if shape is None else shape
         return TaskDraft(
-            generator=self.name, family=self.family, template=f"{self.family}/{tpl.id}", difficulty=req.difficulty,
+            generator=self.name, family=self.family, template=tid, difficulty=req.difficulty,
             seed=req.seed, side=req.side, cycle=req.cycle, phrasing=lv.phrasing[0], phrasings=lv.phrasing[1],
             instruction=lv.instruction,
             dockerfile=dockerfile(lv.env_files), env_files=lv.env_files,
-            test_sh=verifier(lv.test_checks, lv.what), solve_sh=script(lv.solve),
+            test_sh=verifier(lv.test_checks, lv.what), solve_sh=script(reference(lv, k)),
             known_wrong=[script(w) for w in lv.wrong], reads=lv.reads, tags=[self.family, f"level-{req.difficulty}"],
         )
+
+
+def shape_index(template: str, lv: Level) -> int:
+    """Which of the instance's reference shapes is its reference: a stable hash (sha256) of the template, the
+    environment and every shape, so it is a function of the instance (its names and data come from the instance's
+    stream, `instance_rng`) and draws nothing from that stream (no name, datum or phrasing moves). Two instances
+    equal in environment and answer get the same reference bytes, so `rsi update`'s `same_instance` rule (a train
+    task equal to a sealed one in environment and reference) still sees them as one."""
+    refs = lv.references
+    if len(refs) == 1:
+        return 0
+    key = json.dumps([template, sorted(lv.env_files.items()), refs])
+    return int(sha256(key.encode()).hexdigest()[:16], 16) % len(refs)
+
+
+def _named(path: str, text: str) -> bool:
+    """Whether `text` names `path` (or a path under it)."""
+    return re.search(re.escape(path) + r"(?![\w.-])", text) is not None
+
+
+def look_lines(lv: Level, ref: str) -> list[str]:
+    """`ls DIR` for each folder holding an environment file or folder that `ref` uses and the instruction does not
+    name (it describes it: "the only .log file in /app"), so the reference, and a replay of it, first looks where
+    the thing described is rather than using a name it was never given."""
+    places: set[str] = set()
+    for rel in lv.env_files:
+        parts = rel.split("/")
+        places.update("/app/" + "/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    used = sorted((p for p in places if _named(p, ref) and not _named(p, lv.instruction)),
+                  key=lambda p: ref.index(p))
+    dirs = list(dict.fromkeys(p.rsplit("/", 1)[0] for p in used))
+    return [f"ls {d}" for d in dirs]
+
+
+def reference(lv: Level, k: int) -> str:
+    """Shape `k` of the instance's references, after the look at what the instruction only describes."""
+    ref = lv.references[k]
+    return "\n".join([*look_lines(lv, ref), ref])
 
 
 def instance_rng(generator: str, template: str, req: GenRequest) -> TemplateRng:
@@ -236,10 +303,10 @@ def _name_answer(lv: Level, rng: random.Random) -> Level:
         return lv
     taken = lv.instruction + " ".join(lv.env_files)
     path = f"/app/{rng.choice([w for w in WORDS if w not in taken])}.txt"
-    return Level(instruction=lv.instruction.replace(ANSWER, path), env_files=lv.env_files,
-                 test_checks=lv.test_checks.replace(ANSWER, path), solve=lv.solve.replace(ANSWER, path),
-                 wrong=[w.replace(ANSWER, path) for w in lv.wrong], reads=[r.replace(ANSWER, path) for r in lv.reads],
-                 what=lv.what.replace(ANSWER, path), phrasing=lv.phrasing)
+    return replace(lv, instruction=lv.instruction.replace(ANSWER, path),
+                   test_checks=lv.test_checks.replace(ANSWER, path), solve=lv.solve.replace(ANSWER, path),
+                   wrong=[w.replace(ANSWER, path) for w in lv.wrong], reads=[r.replace(ANSWER, path) for r in lv.reads],
+                   what=lv.what.replace(ANSWER, path), shapes=[x.replace(ANSWER, path) for x in lv.shapes])
 
 
 def register(cls: type[ProceduralFamily]) -> type[ProceduralFamily]:
@@ -255,6 +322,8 @@ def word_lines(rng: random.Random, n: int, per_line: tuple[int, int] = (2, 4)) -
     """`n` lines of 2-4 (by default) random words."""
     return [" ".join(rng.choices(WORDS, k=rng.randint(*per_line))) for _ in range(n)]
 
+
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
 
 # Words no other word contains (and that contain none): a grep for one matches it alone.
 PLAIN = tuple(w for w in WORDS if not any(w in o or o in w for o in WORDS if o != w))
