@@ -104,10 +104,11 @@ def test_a_template_drawn_on_one_side_keeps_to_that_side() -> None:
     for tid in g.template_ids(1) + g.template_ids(2):
         lv = g.template(tid).level
         train = {g.generate(GenRequest(seed=s, difficulty=lv, template=tid, phrasing_side="train")).phrasing
-                 for s in range(40)}
+                 for s in range(60)}
         held = {g.generate(GenRequest(seed=s, difficulty=lv, template=tid, phrasing_side="holdout")).phrasing
                 for s in range(10)}
-        assert train == {0, 1, 2} and held == {3}, (tid, train, held)
+        # six phrasings: the last (a person's words) held out, the other five (one in a person's words) trained
+        assert train == {0, 1, 2, 3, 4} and held == {5}, (tid, train, held)
 
 
 def test_task_toml_records_phrasing_phrasings_and_holdout_part() -> None:
@@ -119,12 +120,12 @@ def test_task_toml_records_phrasing_phrasings_and_holdout_part() -> None:
     meta = parse_task_toml(render_task(d, name=d.name(), split=split, discovered_by=None, holdout_part=part)
                            ["task.toml"], "task.toml").metadata.rsi
     assert (meta.phrasing, meta.phrasings, meta.split, meta.holdout_part, meta.template) == (
-        3, 4, "holdout", "in_skill", tid)
+        5, 6, "holdout", "in_skill", tid)
     t, split, part = _placed("text", GenRequest(seed=4, difficulty=1, template=tid, phrasing_side="train",
                                                 holdout_phrasings=HELD))
     meta = parse_task_toml(render_task(t, name=t.name(), split=split, discovered_by=None, holdout_part=part)
                            ["task.toml"], "task.toml").metadata.rsi
-    assert meta.split == "train" and meta.holdout_part is None and meta.phrasing in (0, 1, 2) and meta.phrasings == 4
+    assert meta.split == "train" and meta.holdout_part is None and meta.phrasing in range(5) and meta.phrasings == 6
     assert t.name() != d.name()  # one seed on both sides: two tasks, never one name
 
 

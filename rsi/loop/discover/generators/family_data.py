@@ -1,13 +1,18 @@
 """The `data` family: questions about CSV and JSON files (a field, row and item counts, keys, a column, sums,
 the row with the largest value, sorting rows, filtering items, distinct values; filtered counts and totals
-above). Answers go to `/app/answer.txt` (given a seeded name) unless the output is a file of its own."""
+above). Answers go to `/app/answer.txt` (given a seeded name) unless the output is a file of its own.
+
+Each environment holds one data file in /app, so "the only CSV file in /app" or "the {name} JSON file" names it as
+well as its path does; the last two phrasings of each level-1/2 template say it so (a person's words)."""
 
 from __future__ import annotations
 
 import json
 import random
 
+from rsi.loop.discover.generators import shapes
 from rsi.loop.discover.generators.procedural import (
+    ANSWER,
     USERS,
     WORDS,
     Level,
@@ -23,7 +28,7 @@ from rsi.loop.discover.generators.procedural import (
 
 def _py(expr: str, path: str) -> str:
     """A python3 one-liner printing `expr` of the JSON document `d` loaded from `path`."""
-    return f"python3 -c \"import json; d = json.load(open('{path}')); print({expr})\" > /app/answer.txt"
+    return shapes.py(expr, path, ANSWER)
 
 
 # -- level 1 -------------------------------------------------------------------------------------
@@ -41,10 +46,15 @@ def json_field(rng: random.Random) -> Level:
         "Read the `{key}` field of the JSON object in `{path}` and save its value in `/app/answer.txt`.",
         "What is `{key}` in `{path}`? Put that value (just the value) into `/app/answer.txt`.",
         "Look up the key `{key}` in the JSON document `{path}` and write what it holds to `/app/answer.txt`.",
-    ], path=path, key=key)
+        "In the {f} JSON file in /app, what number is stored under {key}? Save just that number to "
+        "`/app/answer.txt`.",
+        "Read the {key} entry from the only .json file in /app and put its value, nothing else, in "
+        "`/app/answer.txt`.",
+    ], path=path, key=key, f=f)
+    solve, *alts = shapes.json_field(path, ANSWER, key)
     return Level(
         instruction=instruction, env_files={f"{f}.json": json.dumps({k: obj[k] for k in keys}, indent=2) + "\n"},
-        test_checks=answer_check("/app/answer.txt", str(obj[key])), solve=_py(f"d['{key}']", path),
+        test_checks=answer_check("/app/answer.txt", str(obj[key])), solve=solve, shapes=alts,
         wrong=[_py(f"d['{other}']", path), _py("sum(d.values())", path)],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds {obj[key]}", phrasing=ph,
     )
@@ -72,10 +82,15 @@ def csv_rows(rng: random.Random) -> Level:
         "How many rows of data does `{path}` have below its header? Put the number into `/app/answer.txt`.",
         "Ignoring the first (header) line, how many lines of data are in `{path}`? Record the figure in "
         "`/app/answer.txt`.",
-    ], path=path)
+        "How many records does the {f} spreadsheet in /app hold? It is a CSV whose first line names the columns "
+        "({c0}, {c1}, {c2}); count the rest and write the number to `/app/answer.txt`.",
+        "Count the data rows of the only CSV file in /app, its header line ({c0}, {c1}, {c2}) not included, and "
+        "save the count in `/app/answer.txt`.",
+    ], path=path, f=f, c0=header[0], c1=header[1], c2=header[2])
+    solve, *alts = shapes.csv_rows(path, ANSWER)
     return Level(
         instruction=instruction, env_files={f"{f}.csv": _csv_text(header, rows)},
-        test_checks=answer_check("/app/answer.txt", str(n)), solve=f"tail -n +2 {path} | wc -l > /app/answer.txt",
+        test_checks=answer_check("/app/answer.txt", str(n)), solve=solve, shapes=alts,
         wrong=[f"wc -l < {path} > /app/answer.txt", f"head -n 1 {path} | tr , '\\n' | wc -l > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds {n}", phrasing=ph,
     )
@@ -94,10 +109,15 @@ def json_keys(rng: random.Random) -> Level:
         "Save the alphabetically sorted keys of the object in `{path}` to `/app/answer.txt`, one key per line.",
         "Print every top-level key of the JSON object stored in `{path}` into `/app/answer.txt`: A to Z, a "
         "key per line.",
-    ], path=path)
+        "Which field names does the {f} JSON file in /app use? List them alphabetically, one a line, in "
+        "`/app/answer.txt`.",
+        "The only .json file in /app, {f}.json, holds one object. Write its keys (not the values) in A-to-Z "
+        "order to `/app/answer.txt`, a key on each line.",
+    ], path=path, f=f)
+    solve, *alts = shapes.json_keys(path, ANSWER)
     return Level(
         instruction=instruction, env_files={f"{f}.json": json.dumps(obj, indent=2) + "\n"},
-        test_checks=lines_check("/app/answer.txt", sorted(keys)), solve=_py("'\\n'.join(sorted(d))", path),
+        test_checks=lines_check("/app/answer.txt", sorted(keys)), solve=solve, shapes=alts,
         wrong=[_py("'\\n'.join(d)", path), _py("'\\n'.join(str(v) for v in sorted(d.values()))", path)],
         reads=["/app/answer.txt"], what="/app/answer.txt holds the sorted keys", phrasing=ph,
     )
@@ -116,11 +136,15 @@ def csv_column(rng: random.Random) -> Level:
         "line, leaving out the header.",
         "From `{path}` (its first line reads `{header}`), pull out column `{col}` and write its entries below"
         " the header, one on each line, to `/app/answer.txt`.",
-    ], path=path, header=",".join(header), col=col)
+        "Give me the {col} figures from the {f} CSV in /app (the second column), top to bottom, one per line and "
+        "without the column's name, in `/app/answer.txt`.",
+        "The only CSV file in /app has a header naming its columns; copy out the values of its {col} column, in "
+        "order and one a line, to `/app/answer.txt` (the header itself left out).",
+    ], path=path, header=",".join(header), col=col, f=f)
+    solve, *alts = shapes.csv_column(path, ANSWER, 2)
     return Level(
         instruction=instruction, env_files={f"{f}.csv": _csv_text(header, rows)},
-        test_checks=lines_check("/app/answer.txt", [str(r[1]) for r in rows]),
-        solve=f"tail -n +2 {path} | cut -d, -f2 > /app/answer.txt",
+        test_checks=lines_check("/app/answer.txt", [str(r[1]) for r in rows]), solve=solve, shapes=alts,
         wrong=[f"cut -d, -f2 {path} > /app/answer.txt", f"tail -n +2 {path} | cut -d, -f1 > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds the {col} column", phrasing=ph,
     )
@@ -136,10 +160,15 @@ def json_len(rng: random.Random) -> Level:
         "Count the entries of the JSON array in `{path}` and save the count in `/app/answer.txt`.",
         "How many objects does the list in `{path}` contain? Put the number into `/app/answer.txt`.",
         "Tell me the length of the JSON array stored in `{path}` by writing it to `/app/answer.txt`.",
-    ], path=path)
+        "How many people are listed in the {f} JSON file in /app? Each is one object of the list; write the count "
+        "to `/app/answer.txt`.",
+        "The only .json file in /app, {f}.json, is a list of people (name, age, city). Count them and save the "
+        "number in `/app/answer.txt`.",
+    ], path=path, f=f)
+    solve, *alts = shapes.json_len(path, ANSWER, "name")
     return Level(
         instruction=instruction, env_files={f"{f}.json": json.dumps(items, indent=2) + "\n"},
-        test_checks=answer_check("/app/answer.txt", str(n)), solve=_py("len(d)", path),
+        test_checks=answer_check("/app/answer.txt", str(n)), solve=solve, shapes=alts,
         wrong=[f"wc -l < {path} > /app/answer.txt", _py("len(d[0])", path)],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds {n}", phrasing=ph,
     )
@@ -160,11 +189,15 @@ def csv_sum(rng: random.Random) -> Level:
         "`/app/answer.txt`.",
         "Sum the numbers in column `{c2}` of the CSV `{path}` (first line `{c1},{c2},{c3}`) and record the "
         "result in `/app/answer.txt`.",
-    ], path=path, c1=c1, c2=c2, c3=c3)
+        "What do the {c2} numbers in the {f} CSV in /app add up to? Its columns are {c1}, {c2} and {c3}; write "
+        "the total to `/app/answer.txt`.",
+        "Total the {c2} column of the only CSV file in /app (header {c1},{c2},{c3}) and save the sum in "
+        "`/app/answer.txt`.",
+    ], path=path, c1=c1, c2=c2, c3=c3, f=f)
+    solve, *alts = shapes.csv_sum(path, ANSWER)
     return Level(
         instruction=instruction, env_files={f"{f}.csv": _csv_text([c1, c2, c3], rows)},
-        test_checks=answer_check("/app/answer.txt", str(total)),
-        solve=f"tail -n +2 {path} | awk -F, '{{s += $2}} END {{print s}}' > /app/answer.txt",
+        test_checks=answer_check("/app/answer.txt", str(total)), solve=solve, shapes=alts,
         wrong=[f"tail -n +2 {path} | awk -F, '{{s += $3}} END {{print s}}' > /app/answer.txt",
                f"tail -n +2 {path} | wc -l > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds {total}", phrasing=ph,
@@ -195,11 +228,15 @@ def csv_max(rng: random.Random) -> Level:
         "`/app/answer.txt`.",
         "Look through `{path}` (first line `{header}`) for the maximum `{c1}`, and write the `{c0}` on that "
         "row to `/app/answer.txt`.",
-    ], path=path, header=",".join(header), c0=header[0], c1=header[1])
+        "In the {f} CSV in /app (columns {c0}, {c1}, {c2}), which {c0} has the highest {c1}? Put that {c0} in "
+        "`/app/answer.txt`.",
+        "Find the row with the biggest {c1} in the only CSV file in /app (header {header}) and write the {c0} "
+        "from that row to `/app/answer.txt`.",
+    ], path=path, header=",".join(header), c0=header[0], c1=header[1], c2=header[2], f=f)
+    solve, *alts = shapes.csv_max(path, ANSWER)
     return Level(
         instruction=instruction, env_files={f"{f}.csv": _csv_text(header, rows)},
-        test_checks=answer_check("/app/answer.txt", best[0]),
-        solve=f"tail -n +2 {path} | LC_ALL=C sort -t, -k2,2 -rn | head -n 1 | cut -d, -f1 > /app/answer.txt",
+        test_checks=answer_check("/app/answer.txt", best[0]), solve=solve, shapes=alts,
         wrong=[f"tail -n +2 {path} | LC_ALL=C sort -t, -k3,3 -rn | head -n 1 | cut -d, -f1 > /app/answer.txt",
                f"sed -n 2p {path} | cut -d, -f1 > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds {best[0]}", phrasing=ph,
@@ -226,10 +263,15 @@ def csv_sort(rng: random.Random) -> Level:
         "`{col}` value, lowest first.",
         "Reorder the data lines of `{src}` by ascending numeric `{col}` and write the file, header line "
         "first, to `{out}`.",
-    ], src=src, out=out, col=header[1])
+        "Sort the {f} CSV in /app by {col}, lowest number first, keeping its header line at the top, and save "
+        "the result as `{out}`.",
+        "Write a copy of the only CSV file in /app to `{out}` with its rows in increasing order of {col} (by "
+        "value, not as text); the header stays first.",
+    ], src=src, out=out, col=header[1], f=f)
+    solve, *alts = shapes.csv_sort(src, out)
     return Level(
         instruction=instruction, env_files={f"{f}.csv": text}, test_checks=lines_check(out, want),
-        solve=f"(head -n 1 {src}; tail -n +2 {src} | LC_ALL=C sort -t, -k2,2 -n) > {out}",
+        solve=solve, shapes=alts,
         wrong=[f"tail -n +2 {src} | LC_ALL=C sort -t, -k2,2 -n > {out}",
                f"(head -n 1 {src}; tail -n +2 {src} | LC_ALL=C sort -t, -k2,2) > {out}"],
         reads=[out], what=f"{out} holds the rows sorted by {header[1]}", phrasing=ph,
@@ -257,11 +299,15 @@ def json_filter(rng: random.Random) -> Level:
         "order, in `/app/answer.txt`.",
         "Go through the JSON array in `{path}`; for every item whose `{key}` exceeds {t}, write its `name` on"
         " its own line of `/app/answer.txt`, keeping the array's order.",
-    ], path=path, key=key, t=threshold)
+        "Who in the {f} JSON list in /app has a {key} of more than {t}? Write their names to `/app/answer.txt`, "
+        "one a line, in the order the list gives them ({t} itself is not more than {t}).",
+        "The only .json file in /app lists people with a name and a {key}. Save the names of those whose {key} "
+        "is strictly above {t} in `/app/answer.txt`, one per line, in list order.",
+    ], path=path, key=key, t=threshold, f=f)
+    solve, *alts = shapes.json_filter(path, ANSWER, key, threshold)
     return Level(
         instruction=instruction, env_files={f"{f}.json": json.dumps(items, indent=2) + "\n"},
-        test_checks=lines_check("/app/answer.txt", want),
-        solve=_py(f"'\\n'.join(o['name'] for o in d if o['{key}'] > {threshold})", path),
+        test_checks=lines_check("/app/answer.txt", want), solve=solve, shapes=alts,
         wrong=[_py(f"'\\n'.join(o['name'] for o in d if o['{key}'] >= {threshold})", path),
                _py("'\\n'.join(o['name'] for o in d)", path)],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds {want}", phrasing=ph,
@@ -284,11 +330,17 @@ def csv_distinct(rng: random.Random) -> Level:
         "count to `/app/answer.txt`.",
         "Record in `/app/answer.txt` how many unique values column `{col}` of `{path}` (header `name,{col}`) "
         "holds, counting each value once.",
-    ], path=path, col=col)
+        "How many different {col}s appear in the {f} CSV in /app (columns name and {col})? Write that number to "
+        "`/app/answer.txt`.",
+        "The only CSV file in /app pairs names with a {col}. Count how many distinct {col} values it has, each "
+        "once and the header aside, and save the count in `/app/answer.txt`.",
+    ], path=path, col=col, f=f)
     return Level(
         instruction=instruction, env_files={f"{f}.csv": f"name,{col}\n" + "".join(f"{u},{c}\n" for u, c in rows)},
         test_checks=answer_check("/app/answer.txt", str(n)),
         solve=f"tail -n +2 {path} | cut -d, -f2 | sort -u | wc -l > /app/answer.txt",
+        shapes=[f"awk -F, 'NR > 1 && !seen[$2]++' {path} | wc -l > /app/answer.txt",
+                f"tail -n +2 {path} | cut -d, -f2 | sort | uniq | wc -l > /app/answer.txt"],
         wrong=[f"cut -d, -f2 {path} | sort -u | wc -l > /app/answer.txt",
                f"tail -n +2 {path} | wc -l > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds {n}", phrasing=ph,

@@ -1,10 +1,14 @@
 """The `files` family: file and directory operations (create, mkdir, copy, delete, append, rename,
-nested directories, permissions, concatenation, listing; a marker copy and a move by extension above)."""
+nested directories, permissions, concatenation, listing; a marker copy and a move by extension above).
+
+The last two phrasings of each level-1/2 template are a person's words: a file described by what is unique about it
+in /app ("the only .txt file in /app", "the {name} folder") or a name said plainly, not handed over in backticks."""
 
 from __future__ import annotations
 
 import random
 
+from rsi.loop.discover.generators import shapes
 from rsi.loop.discover.generators.procedural import (
     WORDS,
     Level,
@@ -35,10 +39,12 @@ def create(rng: random.Random) -> Level:
         "Write the text `{text}` into a new file `{path}` (nothing else in it).",
         "Make a file at `{path}` whose only content is `{text}`.",
         "Put `{text}` in a brand-new file called `{path}`; that text is all the file may contain.",
-    ], path=path, text=text)
+        "In /app, make a new file named {name}.txt whose whole content is the two words {text}.",
+        "I'd like a note in /app called {name}.txt that just says {text}, and nothing more.",
+    ], path=path, text=text, name=name)
     return Level(
         instruction=instruction, env_files={}, test_checks=answer_check(path, text),
-        solve=f"printf '%s\\n' {q(text)} > {path}",
+        solve=f"printf '%s\\n' {q(text)} > {path}", shapes=[f"echo {q(text)} > {path}"],
         wrong=[f"printf '%s\\n' {q(w1)} > {path}", f"printf '%s\\n' {q(text)} > /app/{name}.md"],
         reads=[path], what=f"{path} holds exactly '{text}'", phrasing=ph,
     )
@@ -52,10 +58,13 @@ def mkdir(rng: random.Random) -> Level:
         "Make the directory `{d}` (a directory, not a file).",
         "Add an empty directory at `{d}`.",
         "I need an empty folder at `{d}`. Set it up.",
-    ], d=d)
+        "Make a folder in /app called {a}_{b}.",
+        "Inside /app, add an empty directory whose name is the words {a} and {b} joined by an underscore.",
+    ], d=d, a=a, b=b)
     checks = f"if not Path({d!r}).is_dir():\n    fail('{d} is not a directory')\n"
     return Level(
         instruction=instruction, env_files={}, test_checks=checks, solve=f"mkdir -p {d}",
+        shapes=[f"mkdir {d}", f"install -d {d}"],
         wrong=[f"touch {d}", f"mkdir -p /app/{a}_{other}"], reads=[d], what=f"{d} is a directory", phrasing=ph,
     )
 
@@ -69,11 +78,16 @@ def copy(rng: random.Random) -> Level:
         "Make `{dst}` an exact copy of `{src}` (leave the original in place).",
         "Duplicate the file `{src}` as `{dst}`. Both files must exist afterwards.",
         "Back up `{src}` by copying it to `{dst}`; the original must remain untouched.",
-    ], src=src, dst=dst)
+        "Make a copy of {a}.txt, the only .txt file in /app, and call it {b}.txt (also in /app); the original "
+        "stays.",
+        "There is a single text file sitting in /app, {a}.txt. Duplicate it as `{dst}`, leaving the original "
+        "where it is.",
+    ], src=src, dst=dst, a=a, b=b)
     checks = (f"if read({src!r}) != {body!r}:\n    fail('{src} must stay where it is, unchanged')\n"
               f"if read({dst!r}) != {body!r}:\n    fail('{dst} is not an exact copy of {src}')\n")
     return Level(
         instruction=instruction, env_files={f"{a}.txt": body}, test_checks=checks, solve=f"cp {src} {dst}",
+        shapes=shapes.copy(src, dst)[1:],
         wrong=[f"mv {src} {dst}", f"head -n 1 {src} > {dst}"], reads=[src, dst], what=f"{src} copied to {dst}",
         phrasing=ph,
     )
@@ -88,12 +102,15 @@ def delete(rng: random.Random) -> Level:
         "Remove `{gone}` from the filesystem; `{kept}` must stay as it is.",
         "Get rid of `{gone}` (it must no longer exist), without touching `{kept}`.",
         "`{gone}` is no longer needed: get it off the disk, but keep `{kept}` exactly as it is.",
-    ], gone=gone, kept=kept)
+        "In the /app folder, remove the file called {a}.txt; {b}.txt must stay exactly as it is.",
+        "Two text files live in /app. Throw away the {a} one and keep the {b} one untouched.",
+    ], gone=gone, kept=kept, a=a, b=b)
     checks = (f"if Path({gone!r}).exists():\n    fail('{gone} still exists')\n"
               f"if read({kept!r}) != {body_b!r}:\n    fail('{kept} was changed or removed')\n")
     return Level(
         instruction=instruction, env_files={f"{a}.txt": body_a, f"{b}.txt": body_b}, test_checks=checks,
-        solve=f"rm {gone}", wrong=["rm -f /app/*.txt", f": > {gone}"], reads=[gone, kept],
+        solve=f"rm {gone}", shapes=shapes.remove(gone)[1:], wrong=["rm -f /app/*.txt", f": > {gone}"],
+        reads=[gone, kept],
         what=f"{gone} deleted, {kept} kept", phrasing=ph,
     )
 
@@ -107,10 +124,14 @@ def append(rng: random.Random) -> Level:
         "Add `{text}` as a new last line of `{path}`.",
         "`{path}` has some lines; add one more line, `{text}`, after them.",
         "Extend `{path}` by one line reading `{text}`; whatever lines are already there stay, in order.",
-    ], path=path, text=text)
+        "Add one more line, {text}, at the end of the {a} file in /app, keeping the lines it already has.",
+        "The only .txt file in /app is missing a last line: append the words {text} to it as a new final line, "
+        "leaving the rest alone.",
+    ], path=path, text=text, a=a)
+    solve, *alts = shapes.append(path, text)
     return Level(
         instruction=instruction, env_files={f"{a}.txt": "\n".join(lines) + "\n"},
-        test_checks=lines_check(path, [*lines, text]), solve=f"printf '%s\\n' {q(text)} >> {path}",
+        test_checks=lines_check(path, [*lines, text]), solve=solve, shapes=alts,
         wrong=[f"printf '%s\\n' {q(text)} > {path}", f"sed -i '1i {text}' {path}"], reads=[path],
         what=f"{path} ends with '{text}'", phrasing=ph,
     )
@@ -128,12 +149,16 @@ def rename(rng: random.Random) -> Level:
         "Move `{src}` to the new name `{dst}` without changing its content.",
         "Give `{src}` the new name `{dst}` (the old name must disappear, the content stays).",
         "From now on the file `{src}` should be called `{dst}`. Change its name, not its content.",
-    ], src=src, dst=dst)
+        "Rename {a}.txt, the only .txt file in /app, to {b}.txt, keeping what it contains.",
+        "The text file {a}.txt in /app (there is just one) has the wrong name: it should be called `{dst}`. Fix "
+        "the name; the content stays as it is.",
+    ], src=src, dst=dst, a=a, b=b)
     checks = (f"if Path({src!r}).exists():\n    fail('{src} must no longer exist')\n"
               f"if read({dst!r}) != {body!r}:\n    fail('{dst} does not hold the original content')\n")
     return Level(
         instruction=instruction, env_files={f"{a}.txt": body}, test_checks=checks,
-        solve=f"mv {src} {dst}", wrong=[f"cp {src} {dst}", f"mv {src} /app/{b}"],
+        solve=f"mv {src} {dst}", shapes=[f"cp {src} {dst} && rm {src}"],
+        wrong=[f"cp {src} {dst}", f"mv {src} /app/{b}"],
         reads=[src, dst], what=f"{src} renamed to {dst}", phrasing=ph,
     )
 
@@ -149,10 +174,16 @@ def nested(rng: random.Random) -> Level:
         "Inside `/app`, build the directory chain `{a}/{b}/{c}` and put a file named `{f}.txt` holding the text "
         "`{text}` at its bottom.",
         "Write `{text}` to `{path}`, creating any missing parent directories along the way.",
+        "Inside /app, create a folder {a}, in it a folder {b}, and in that a folder {c}; then put a file {f}.txt "
+        "holding the words {text} in the deepest one.",
+        "I want the words {text} in a file called {f}.txt, three folders down under /app: {a}, then {b}, then "
+        "{c}. Make whatever folders are missing.",
     ], inner=inner, f=f, text=text, path=path, a=a, b=b, c=c)
     return Level(
         instruction=instruction, env_files={}, test_checks=answer_check(path, text),
         solve=f"mkdir -p {inner}\nprintf '%s\\n' {q(text)} > {path}",
+        shapes=[f"mkdir -p {inner} && echo {q(text)} > {path}",
+                f"mkdir -p {inner} && cd {inner} && printf '%s\\n' {q(text)} > {f}.txt"],
         wrong=[f"mkdir -p /app/{c}\nprintf '%s\\n' {q(text)} > /app/{c}/{f}.txt", f"mkdir -p {inner}"],
         reads=[f"/app/{a}"], what=f"{path} holds '{text}'", phrasing=ph,
     )
@@ -163,6 +194,7 @@ MODES = (("600", "read and write for the owner, nothing for anyone else"),
          ("700", "owner may read, write and execute, nobody else anything"),
          ("400", "read-only for the owner, nothing for anyone else"),
          ("755", "owner has every right, group and others read and execute"))
+SYMBOLIC = {"600": "u=rw,go=", "640": "u=rw,g=r,o=", "700": "u=rwx,go=", "400": "u=r,go=", "755": "u=rwx,go=rx"}
 
 
 def chmod(rng: random.Random) -> Level:
@@ -175,7 +207,9 @@ def chmod(rng: random.Random) -> Level:
         "Change the mode of `{path}` so it is exactly `{mode}` in octal: {desc}.",
         "`{path}` must end up with permission bits `{mode}` ({desc}); do not change its content.",
         "Using chmod, give `{path}` the octal permissions `{mode}` ({desc}); leave what it contains alone.",
-    ], path=path, mode=mode, desc=desc)
+        "Change who may do what with the {a} file in /app: {desc}. Do not edit what it holds.",
+        "Adjust the only file in /app, {name}, so that its access rights are exactly these: {desc}.",
+    ], path=path, mode=mode, desc=desc, a=a, name=path.removeprefix("/app/"))
     checks = ("import stat\n"
               f"got = oct(stat.S_IMODE(Path({path!r}).stat().st_mode))[2:] if Path({path!r}).is_file() else None\n"
               f"if got != {mode!r}:\n    fail(f'{path} has mode {{got}}, expected {mode}')\n"
@@ -183,7 +217,9 @@ def chmod(rng: random.Random) -> Level:
     wrong = "777" if mode != "777" else "700"
     return Level(
         instruction=instruction, env_files={path.removeprefix("/app/"): body}, test_checks=checks,
-        solve=f"chmod {mode} {path}", wrong=[f"chmod {wrong} {path}", f"chmod u+x {path}"], reads=[path],
+        solve=f"chmod {mode} {path}",
+        shapes=[f"chmod {SYMBOLIC[mode]} {path}", f"python3 -c \"import os; os.chmod('{path}', 0o{mode})\""],
+        wrong=[f"chmod {wrong} {path}", f"chmod u+x {path}"], reads=[path],
         what=f"{path} has mode {mode}", phrasing=ph,
     )
 
@@ -197,10 +233,13 @@ def concat(rng: random.Random) -> Level:
         "Concatenate `{pa}` and `{pb}`, in that order, into a new file `{pc}`.",
         "Create `{pc}` holding the lines of `{pa}` and then the lines of `{pb}`.",
         "Join two files into `{pc}`: first everything from `{pa}`, then everything from `{pb}`.",
-    ], pa=pa, pb=pb, pc=pc)
+        "Glue the {a} and {b} text files in /app together, {a} first, into a new file {c}.txt in /app.",
+        "Write the lines of {a}.txt and then those of {b}.txt (both in /app) into one new file, `{pc}`, leaving "
+        "the two originals as they are.",
+    ], pa=pa, pb=pb, pc=pc, a=a, b=b, c=c)
     return Level(
         instruction=instruction, env_files={f"{a}.txt": "\n".join(la) + "\n", f"{b}.txt": "\n".join(lb) + "\n"},
-        test_checks=lines_check(pc, la + lb), solve=f"cat {pa} {pb} > {pc}",
+        test_checks=lines_check(pc, la + lb), solve=f"cat {pa} {pb} > {pc}", shapes=shapes.concat(pa, pb, pc)[1:],
         wrong=[f"cat {pb} {pa} > {pc}", f"cp {pa} {pc}"], reads=[pc], what=f"{pc} is {pa} then {pb}", phrasing=ph,
     )
 
@@ -217,10 +256,15 @@ def listing(rng: random.Random) -> Level:
         "order, each on a line of its own.",
         "Which files are inside `/app/{d}`? Save their bare names to `/app/answer.txt`, A to Z, one on each "
         "line.",
+        "What is in the {d} folder in /app? Write the names of its files to `/app/answer.txt`, alphabetically, "
+        "one a line, without any path.",
+        "There is one folder in /app, called {d}. Put a sorted list of the file names it holds (just the names) "
+        "into `/app/answer.txt`, one per line.",
     ], d=d)
     return Level(
         instruction=instruction, env_files={f"{d}/{n}": f"{n}\n" for n in names},
         test_checks=lines_check("/app/answer.txt", sorted(names)), solve=f"LC_ALL=C ls -1 /app/{d} > /app/answer.txt",
+        shapes=shapes.list_dir(f"/app/{d}", "/app/answer.txt")[1:],
         wrong=[f"find /app/{d} -type f > /app/answer.txt", f"LC_ALL=C ls -1a /app/{d} > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt lists /app/{d}", phrasing=ph,
     )

@@ -1,7 +1,10 @@
 """The `logs` family: log analysis (lines of a level, the first or last of them, everything but one level,
 counts, distinct users, counts per level, the messages of a level; the top user and distinct users with errors
 above). Lines read `2026-01-DD LEVEL user=NAME message`, with a trap line that mentions a level's word in lower
-case under another level."""
+case under another level.
+
+Each environment holds one log in /app, so "the only .log file in /app" or "the {name} log" names it as well as its
+path does; the last two phrasings of each level-1/2 template say it so (a person's words)."""
 
 from __future__ import annotations
 
@@ -59,10 +62,14 @@ def grep_level(rng: random.Random) -> Level:
         "Copy the `{level}` lines of `{src}` (and only those) into `{dst}`, keeping their order.",
         "`{dst}` should hold exactly the lines of `{src}` with the level `{level}`, as they are.",
         "Filter `{src}` down to its `{level}` lines and write them, untouched and in order, to `{dst}`.",
-    ], src=src, level=level, dst=dst)
+        "Pull every {level} line out of the {log} log in /app and save them, as they are and in order, to `{dst}`.",
+        "I only care about the {level}-level entries of the single .log file in /app: copy those lines, "
+        "unchanged, into `{dst}`.",
+    ], src=src, level=level, dst=dst, log=log)
     return Level(
         instruction=instruction, env_files={f"{log}.log": _text(lines)}, test_checks=lines_check(dst, want),
         solve=f"grep -w {level} {src} > {dst}",
+        shapes=[f"awk '$2 == \"{level}\"' {src} > {dst}", f"grep ' {level} ' {src} > {dst}"],
         wrong=[f"grep -i {level} {src} > {dst}", f"grep -v {level} {src} > {dst}"],
         reads=[dst], what=f"{dst} holds the {level} lines", phrasing=ph,
     )
@@ -90,10 +97,15 @@ def first_line(rng: random.Random) -> Level:
         "`{dst}` should hold one line: the first `{level}` entry of `{src}`, exactly as it appears.",
         "Scan `{src}` from the top, stop at the first line whose level is `{level}`, and write that line as "
         "it is to `{dst}`.",
-    ], level=level, src=src, dst=dst)
+        "When did the {log} log in /app first report a {level}? Save that whole line, exactly as it appears, in "
+        "`{dst}`.",
+        "Find the earliest {level}-level entry in {log}.log, the only .log file in /app, and write that one "
+        "line, unchanged, to `{dst}`.",
+    ], level=level, src=src, dst=dst, log=log)
     return Level(
         instruction=instruction, env_files={f"{log}.log": _text(lines)}, test_checks=lines_check(dst, [want]),
         solve=f"grep -w -m 1 {level} {src} > {dst}",
+        shapes=[f"grep -w {level} {src} | head -n 1 > {dst}", f"awk '$2 == \"{level}\" {{print; exit}}' {src} > {dst}"],
         wrong=[f"grep -w {level} {src} | tail -n 1 > {dst}", f"head -n 1 {src} > {dst}"],
         reads=[dst], what=f"{dst} holds the first {level} line", phrasing=ph,
     )
@@ -110,10 +122,15 @@ def last_line(rng: random.Random) -> Level:
         "`{dst}` should hold one line: the final `{level}` entry of `{src}`, exactly as it appears.",
         "Of all the `{level}` lines in `{src}`, take the one nearest the end and write it verbatim to "
         "`{dst}`.",
-    ], level=level, src=src, dst=dst)
+        "What was the latest {level} in the {log} log in /app? Put that whole line, as it stands, into `{dst}`.",
+        "Find the most recent {level}-level entry of the single .log file in /app (the one nearest its end) and "
+        "save the line unchanged to `{dst}`.",
+    ], level=level, src=src, dst=dst, log=log)
     return Level(
         instruction=instruction, env_files={f"{log}.log": _text(lines)}, test_checks=lines_check(dst, [want]),
         solve=f"grep -w {level} {src} | tail -n 1 > {dst}",
+        shapes=[f"awk '$2 == \"{level}\" {{last = $0}} END {{print last}}' {src} > {dst}",
+                f"tac {src} | grep -w -m 1 {level} > {dst}"],
         wrong=[f"grep -w -m 1 {level} {src} > {dst}", f"tail -n 1 {src} > {dst}"],
         reads=[dst], what=f"{dst} holds the last {level} line", phrasing=ph,
     )
@@ -130,10 +147,15 @@ def exclude(rng: random.Random) -> Level:
         "Drop the `{level}`-level lines from `{src}` and save the remaining lines, unchanged, in `{dst}`.",
         "`{dst}` should be `{src}` without its `{level}` entries (all other lines kept as they are).",
         "Filter out all `{level}` entries of `{src}`; write what is left, in its original order, to `{dst}`.",
-    ], level=level, src=src, dst=dst)
+        "The {level} chatter in the {log} log in /app is noise: save every other line, unchanged and in order, to "
+        "`{dst}`.",
+        "Copy {log}.log, the only .log file in /app, to `{dst}` minus its {level}-level entries; all the other "
+        "lines stay as they are.",
+    ], level=level, src=src, dst=dst, log=log)
     return Level(
         instruction=instruction, env_files={f"{log}.log": _text(lines)}, test_checks=lines_check(dst, want),
         solve=f"grep -vw {level} {src} > {dst}",
+        shapes=[f"awk '$2 != \"{level}\"' {src} > {dst}", f"sed '/ {level} /d' {src} > {dst}"],
         wrong=[f"grep -vi {level} {src} > {dst}", f"grep -w {level} {src} > {dst}"],
         reads=[dst], what=f"{dst} holds the lines other than {level}", phrasing=ph,
     )
@@ -155,10 +177,16 @@ def count_level(rng: random.Random) -> Level:
         "Count the entries of `{src}` whose level is `{level}` and save the count in `/app/answer.txt`.",
         "How many `{level}` lines does `{src}` have? Put the number into `/app/answer.txt`.",
         "Tally the `{level}` entries in the log `{src}` and record that figure in `/app/answer.txt`.",
-    ], level=level, src=src)
+        "How many times did the {log} log in /app record a {level}? Write the number to `/app/answer.txt`.",
+        "Count the {level}-level entries (by the level field, not by words in a message) of {log}.log, the single "
+        ".log file in /app, and save the count in `/app/answer.txt`.",
+    ], level=level, src=src, log=log)
     return Level(
         instruction=instruction, env_files={f"{log}.log": _text(_fmt(entries))},
         test_checks=answer_check("/app/answer.txt", str(n)), solve=f"grep -cw {level} {src} > /app/answer.txt",
+        shapes=[f"awk '$2 == \"{level}\"' {src} | wc -l > /app/answer.txt",
+                f"grep -w {level} {src} | wc -l > /app/answer.txt",
+                f"awk '$2 == \"{level}\" {{n++}} END {{print n}}' {src} > /app/answer.txt"],
         wrong=[f"grep -ci {level} {src} > /app/answer.txt", f"grep -cvw {level} {src} > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds {n}", phrasing=ph,
     )
@@ -180,11 +208,17 @@ def users(rng: random.Random) -> Level:
         "to `/app/answer.txt`.",
         "Collect the user names from the `user=NAME` fields of `{src}` and write them to `/app/answer.txt`: "
         "no duplicates, A to Z, only the names, a name per line.",
-    ], src=src)
+        "Who shows up in the {log} log in /app? Each line names its user as user=NAME; list every name once, "
+        "alphabetically and without the user= part, in `/app/answer.txt`.",
+        "Make a list of the distinct users (the names after user=) of {log}.log, the only .log file in /app: "
+        "sorted, one a line, just the names, in `/app/answer.txt`.",
+    ], src=src, log=log)
     return Level(
         instruction=instruction, env_files={f"{log}.log": _text(_fmt(entries))},
         test_checks=lines_check("/app/answer.txt", want),
         solve=f"grep -o 'user=[a-z]*' {src} | sed 's/user=//' | LC_ALL=C sort -u > /app/answer.txt",
+        shapes=[f"awk '{{print $3}}' {src} | cut -d= -f2 | LC_ALL=C sort -u > /app/answer.txt",
+                f"grep -o 'user=[a-z]*' {src} | cut -d= -f2 | LC_ALL=C sort | uniq > /app/answer.txt"],
         wrong=[f"grep -o 'user=[a-z]*' {src} | LC_ALL=C sort -u > /app/answer.txt",
                f"grep -o 'user=[a-z]*' {src} | sed 's/user=//' > /app/answer.txt"],
         reads=["/app/answer.txt"], what="/app/answer.txt holds the sorted users", phrasing=ph,
@@ -210,11 +244,17 @@ def per_level(rng: random.Random) -> Level:
         "alphabetically by level.",
         "Make a per-level summary of `{src}` in `/app/answer.txt`: for each level found (2nd field), a line "
         "`LEVEL COUNT`, ordered by level name.",
-    ], src=src)
+        "How busy was each level in the {log} log in /app? Write a line per level, the level then its count "
+        "(like INFO 3), levels A to Z, to `/app/answer.txt`.",
+        "Summarise {log}.log, the only .log file in /app, by level in `/app/answer.txt`: one line per level that "
+        "occurs, the level name then how many lines carry it, with the levels sorted A to Z.",
+    ], src=src, log=log)
     return Level(
         instruction=instruction, env_files={f"{log}.log": _text(_fmt(entries))},
         test_checks=lines_check("/app/answer.txt", want),
         solve=f"awk '{{print $2}}' {src} | LC_ALL=C sort | uniq -c | awk '{{print $2\" \"$1}}' > /app/answer.txt",
+        shapes=[f"awk '{{n[$2]++}} END {{for (l in n) print l, n[l]}}' {src} | LC_ALL=C sort > /app/answer.txt",
+                f"cut -d' ' -f2 {src} | LC_ALL=C sort | uniq -c | awk '{{print $2, $1}}' > /app/answer.txt"],
         wrong=[f"awk '{{print $2}}' {src} | LC_ALL=C sort | uniq -c > /app/answer.txt",
                f"awk '{{print $2}}' {src} | LC_ALL=C sort | uniq -c | sort -rn | awk '{{print $2\" \"$1}}' "
                "> /app/answer.txt"],
@@ -238,10 +278,16 @@ def messages(rng: random.Random) -> Level:
         "one per line.",
         "Pull out the message text (what comes after `user=NAME`) from each `{level}` line in `{src}` and "
         "write those texts, in log order, a text per line, to `{dst}`.",
-    ], level=level, src=src, dst=dst)
+        "What did the {level} lines of the {log} log in /app say? Save just their messages (the words after the "
+        "user=NAME field), in order, one a line, to `{dst}`.",
+        "From {log}.log, the single .log file in /app, take each {level}-level entry's message (what follows "
+        "user=NAME) and write those messages, in the log's order, to `{dst}`.",
+    ], level=level, src=src, dst=dst, log=log)
     return Level(
         instruction=instruction, env_files={f"{log}.log": _text(lines)}, test_checks=lines_check(dst, want),
         solve=f"grep -w {level} {src} | cut -d' ' -f4- > {dst}",
+        shapes=[f"awk '$2 == \"{level}\"' {src} | cut -d' ' -f4- > {dst}",
+                f"grep -w {level} {src} | sed 's/^[^ ]* [^ ]* [^ ]* //' > {dst}"],
         wrong=[f"grep -w {level} {src} > {dst}", f"cut -d' ' -f4- {src} > {dst}"],
         reads=[dst], what=f"{dst} holds the {level} messages", phrasing=ph,
     )

@@ -1,7 +1,10 @@
 """The `pipeline` family: multi-step shell pipelines over files in a directory (files with an extension, the
 largest file, lines across files, a file's path in a tree; the most frequent words, files that contain a
 word, counts per extension, occurrences of a word across files; distinct lines across files and a grouped
-total above)."""
+total above).
+
+Each environment holds one folder (or one file) in /app, so "the only folder in /app" or "the {name} folder" names it
+as well as its path does; the last two phrasings of each level-1/2 template say it so (a person's words)."""
 
 from __future__ import annotations
 
@@ -42,10 +45,15 @@ def count_ext(rng: random.Random) -> Level:
         "Count the `.{ext}` files in the directory `/app/{d}` and save the count in `/app/answer.txt`.",
         "How many files with the extension `.{ext}` does `/app/{d}` hold? Put the number into `/app/answer.txt`.",
         "Tell me how many `.{ext}` files sit in `/app/{d}` by writing that figure to `/app/answer.txt`.",
+        "How many {ext} files are there in the {d} folder in /app? Write the number to `/app/answer.txt`.",
+        "The only folder in /app holds files of a few kinds. Count those ending in .{ext} and save the count in "
+        "`/app/answer.txt`.",
     ], d=d, ext=ext)
     return Level(
         instruction=instruction, env_files=env, test_checks=answer_check("/app/answer.txt", str(n)),
         solve=f"ls /app/{d}/*.{ext} | wc -l > /app/answer.txt",
+        shapes=[f"find /app/{d} -name '*.{ext}' | wc -l > /app/answer.txt",
+                f"ls /app/{d} | grep -c '\\.{ext}$' > /app/answer.txt"],
         wrong=[f"ls /app/{d} | wc -l > /app/answer.txt", f"ls /app/{d}/*.{other} | wc -l > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds {n}", phrasing=ph,
     )
@@ -69,10 +77,15 @@ def largest_file(rng: random.Random) -> Level:
         "Find the file with the most bytes in `/app/{d}` and write its bare file name to `/app/answer.txt`.",
         "Look at the sizes of the files in `/app/{d}` and write the name of the heaviest one, with no "
         "directory part, to `/app/answer.txt`.",
+        "Which is the biggest file in the {d} folder in /app? Put its name (no path) in `/app/answer.txt`.",
+        "Of the files in the only folder in /app, one takes up the most bytes. Write that file's bare name to "
+        "`/app/answer.txt`.",
     ], d=d)
     return Level(
         instruction=instruction, env_files=env, test_checks=answer_check("/app/answer.txt", big),
         solve=f"ls -S /app/{d} | head -n 1 > /app/answer.txt",
+        shapes=[f"find /app/{d} -type f -printf '%s %f\\n' | sort -rn | head -n 1 | cut -d' ' -f2 > /app/answer.txt",
+                f"cd /app/{d} && wc -c * | sort -rn | sed -n 2p | awk '{{print $2}}' > /app/answer.txt"],
         wrong=[f"ls -S /app/{d} | tail -n 1 > /app/answer.txt", f"LC_ALL=C ls /app/{d} | head -n 1 > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds {big}", phrasing=ph,
     )
@@ -94,10 +107,16 @@ def total_lines(rng: random.Random) -> Level:
         "`/app/answer.txt`.",
         "Combine every `.txt` file under `/app/{d}` and record how many lines they make together, as a bare "
         "figure, in `/app/answer.txt`.",
+        "How many lines do the text files in the {d} folder in /app come to, all of them together? Write just the "
+        "number to `/app/answer.txt` (the .md file there does not count).",
+        "Add up the lines of every .txt file in {d}, the only folder in /app, and save the total in "
+        "`/app/answer.txt`.",
     ], d=d)
     return Level(
         instruction=instruction, env_files=env, test_checks=answer_check("/app/answer.txt", str(n)),
         solve=f"cat /app/{d}/*.txt | wc -l > /app/answer.txt",
+        shapes=[f"awk 'END {{print NR}}' /app/{d}/*.txt > /app/answer.txt",
+                f"wc -l /app/{d}/*.txt | tail -n 1 | awk '{{print $1}}' > /app/answer.txt"],
         wrong=[f"wc -l /app/{d}/*.txt | tail -n 1 > /app/answer.txt", f"cat /app/{d}/* | wc -l > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds {n}", phrasing=ph,
     )
@@ -118,10 +137,16 @@ def find_path(rng: random.Random) -> Level:
         "subdirectory of `/app/{d}`.",
         "Locate the file `{target}.txt` somewhere in the tree below `/app/{d}` and record where it is (an "
         "absolute path beginning with `/app/`) in `/app/answer.txt`.",
+        "I have lost {target}.txt somewhere inside the {d} folder in /app. Where is it? Write its full path, "
+        "starting at /app, to `/app/answer.txt`.",
+        "A file called {target}.txt is buried in the subfolders of the only folder in /app. Save its absolute "
+        "path in `/app/answer.txt`.",
     ], d=d, target=target)
     return Level(
         instruction=instruction, env_files=env, test_checks=answer_check("/app/answer.txt", f"/app/{path}"),
         solve=f"find /app/{d} -name {target}.txt > /app/answer.txt",
+        shapes=[f"find /app/{d} -type f -name {target}.txt > /app/answer.txt",
+                f"find /app/{d} | grep '/{target}\\.txt$' > /app/answer.txt"],
         wrong=[f"echo {target}.txt > /app/answer.txt",
                f"dirname $(find /app/{d} -name {target}.txt) > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds /app/{path}", phrasing=ph,
@@ -149,10 +174,17 @@ def top_words(rng: random.Random) -> Level:
         "`{dst}` should list the top 3 words of `{src}` by number of occurrences, most common first, one per line.",
         "Rank the words of `{src}` by how often they appear and write the leading three, a word per line and "
         "commonest first, to `{dst}`.",
-    ], src=src, dst=dst)
+        "Which three words come up most in the {f} file in /app? List them in `{dst}`, the commonest first, one "
+        "a line.",
+        "Find the three most common words of {f}.txt, the only .txt file in /app, and write them to `{dst}`, one "
+        "per line, from most to least frequent.",
+    ], src=src, dst=dst, f=f)
     return Level(
         instruction=instruction, env_files={f"{f}.txt": text}, test_checks=lines_check(dst, top),
         solve=f"tr -s ' ' '\\n' < {src} | sort | uniq -c | sort -rn | head -n 3 | awk '{{print $2}}' > {dst}",
+        shapes=[f"awk '{{for (i = 1; i <= NF; i++) n[$i]++}} END {{for (w in n) print n[w], w}}' {src} "
+                f"| sort -rn | head -n 3 | cut -d' ' -f2 > {dst}",
+                f"grep -o '[a-z]*' {src} | sort | uniq -c | sort -rn | head -n 3 | awk '{{print $2}}' > {dst}"],
         wrong=[f"tr -s ' ' '\\n' < {src} | awk '!s[$0]++' | {wrong2} > {dst}",
                f"tr -s ' ' '\\n' < {src} | sort | uniq -c | sort -n | head -n 3 | awk '{{print $2}}' > {dst}"],
         reads=[dst], what=f"{dst} holds {top}", phrasing=ph,
@@ -181,10 +213,16 @@ def grep_files(rng: random.Random) -> Level:
         "files in `/app/{d}` that include `{w}`.",
         "Search the files of `/app/{d}` for `{w}` and record the names of those that have it (bare names, A "
         "to Z, a name per line) in `/app/answer.txt`.",
+        "Which files in the {d} folder in /app mention the word {w}? Write their names, without the folder, in "
+        "alphabetical order and one a line, to `/app/answer.txt`.",
+        "Look for the word {w} in the files of the only folder in /app and list the ones that have it, bare names "
+        "sorted A to Z, in `/app/answer.txt`.",
     ], d=d, w=w)
     return Level(
         instruction=instruction, env_files=env, test_checks=lines_check("/app/answer.txt", want),
         solve=f"cd /app/{d} && grep -lw {w} * | LC_ALL=C sort > /app/answer.txt",
+        shapes=[f"grep -lw {w} /app/{d}/* | xargs -n 1 basename | LC_ALL=C sort > /app/answer.txt",
+                f"grep -l {w} /app/{d}/*.txt | sed 's|.*/||' | LC_ALL=C sort > /app/answer.txt"],
         wrong=[f"grep -lw {w} /app/{d}/* > /app/answer.txt", f"grep -hw {w} /app/{d}/* > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds {want}", phrasing=ph,
     )
@@ -206,11 +244,19 @@ def ext_counts(rng: random.Random) -> Level:
         "extension, alphabetically.",
         "Group the files of `/app/{d}` by extension and record in `/app/answer.txt` a line `EXT COUNT` for "
         "each group, ordered by extension.",
+        "How many files of each kind are in the {d} folder in /app? For each extension write the extension, a "
+        "space and its count (like md 3) to `/app/answer.txt`, extensions A to Z.",
+        "Count the files in {d}, the only folder in /app, per extension: one line per extension in "
+        "`/app/answer.txt`, the extension then how many files have it, sorted by extension.",
     ], d=d)
     return Level(
         instruction=instruction, env_files={f"{d}/{n}": f"{n}\n" for n in names},
         test_checks=lines_check("/app/answer.txt", want),
         solve=f"ls /app/{d} | sed 's/.*\\.//' | LC_ALL=C sort | uniq -c | awk '{{print $2\" \"$1}}' > /app/answer.txt",
+        shapes=[f"ls /app/{d} | awk -F. '{{n[$NF]++}} END {{for (e in n) print e, n[e]}}' | LC_ALL=C sort "
+                "> /app/answer.txt",
+                f"find /app/{d} -type f | sed 's/.*\\.//' | LC_ALL=C sort | uniq -c | awk '{{print $2, $1}}' "
+                "> /app/answer.txt"],
         wrong=[f"ls /app/{d} | sed 's/.*\\.//' | LC_ALL=C sort | uniq -c > /app/answer.txt",
                f"ls /app/{d} | wc -l > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds {want}", phrasing=ph,
@@ -240,10 +286,16 @@ def word_total(rng: random.Random) -> Level:
         "in one line. Write it to `/app/answer.txt`.",
         "Across all `.txt` files of `/app/{d}`, tally each single appearance of `{w}` (two on one line are "
         "two) and record the sum in `/app/answer.txt`.",
+        "How often does the word {w} appear in the text files of the {d} folder in /app, all together? Every "
+        "appearance counts, two on a line are two; write the total to `/app/answer.txt`.",
+        "Count each occurrence of {w} in the .txt files of the only folder in /app (a line with it twice adds "
+        "two) and save the sum in `/app/answer.txt`.",
     ], w=w, d=d)
     return Level(
         instruction=instruction, env_files=env, test_checks=answer_check("/app/answer.txt", str(n)),
         solve=f"cat /app/{d}/*.txt | grep -ow {w} | wc -l > /app/answer.txt",
+        shapes=[f"grep -ow {w} /app/{d}/*.txt | wc -l > /app/answer.txt",
+                f"cat /app/{d}/*.txt | tr ' ' '\\n' | grep -cx {w} > /app/answer.txt"],
         wrong=[f"cat /app/{d}/*.txt | grep -w {w} | wc -l > /app/answer.txt",
                f"grep -lw {w} /app/{d}/*.txt | wc -l > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds {n}", phrasing=ph,

@@ -1,7 +1,12 @@
 """The `pyfix` family: small Python fixes, each checked by calling the function (a wrong operator, a
 comparison at its boundary, a missing return, the wrong string method; an off-by-one loop, the second
 largest item, an accumulator reset in the loop, a counter that raises KeyError, a syntax error; vowels in any
-case and an average with two bugs above)."""
+case and an average with two bugs above).
+
+Each environment holds one module in /app, so "the {name} module in /app" or "{name}.py, the only .py file in /app"
+names it as well as its path does; the last two phrasings of each level-1/2 template say it so (a person's words).
+A fix has three natural shapes: the `sed` edit, the same edit in python3, and the whole corrected module written
+out (`_fixes`)."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rsi.loop.discover.generators.procedural import (
+    NUMBER_WORDS,
     WORDS,
     Level,
     ProceduralFamily,
@@ -49,10 +55,26 @@ def _write(path: str, source: str) -> str:
     return f"cat > {path} <<'PYEOF'\n{source}PYEOF"
 
 
+def _replace(path: str, old: str, new: str) -> str:
+    """A python3 one-liner that replaces `old` with `new` in `path` (one command: a script of generic lines, `from
+    pathlib import Path`, would share most of its command n-grams with every other template's, and `rsi update`'s
+    reference-overlap rule would take a train replay of one for a leak of another held-out template's)."""
+    return (f"python3 -c \"from pathlib import Path; p = Path('{path}'); "
+            f"p.write_text(p.read_text().replace({old!r}, {new!r}))\"")
+
+
+def _fixes(path: str, src: str, old: str, new: str) -> list[str]:
+    """The other shapes of a fix that turns `old` into `new` in the module `src`: the edit in python3, and the whole
+    corrected module written out."""
+    return [_replace(path, old, new), _write(path, src.replace(old, new))]
+
+
 def _level(instruction: str, ph: tuple[int, int], mod: str, path: str, fn: str, src: str,
-           cases: Sequence[tuple[tuple[Any, ...], Any]], solve: str, wrong: list[str], what: str) -> Level:
+           cases: Sequence[tuple[tuple[Any, ...], Any]], solve: str, wrong: list[str], what: str,
+           shapes: Sequence[str] = ()) -> Level:
     return Level(instruction=instruction, env_files={f"{mod}.py": src}, test_checks=_call_check(path, fn, cases),
-                 solve=solve, wrong=wrong, reads=[path], what=f"{fn} in {path} {what}", phrasing=ph)
+                 solve=solve, wrong=wrong, reads=[path], what=f"{fn} in {path} {what}", phrasing=ph,
+                 shapes=list(shapes))
 
 
 # -- level 1 -------------------------------------------------------------------------------------
@@ -72,11 +94,16 @@ def operator(rng: random.Random) -> Level:
         "Correct the operator to `{good}`.",
         "Fix `{path}`: `{fn}(a, b)` must return the {what} (operator `{good}`), not use `{bad}`.",
         "A bug in `{path}`: `{fn}(a, b)` applies `{bad}` where the {what} needs `{good}`. Patch the operator.",
-    ], fn=fn, path=path, what=what, bad=bad, good=good)
+        "The {fn} function in the {mod} module in /app is meant to give the {what} of its two arguments, but it "
+        "uses the wrong operator. Fix it.",
+        "Something is off in {mod}.py, the only .py file in /app: {fn} should return the {what} of a and b and does "
+        "not. Correct the operator it uses.",
+    ], fn=fn, path=path, mod=mod, what=what, bad=bad, good=good)
     return _level(instruction, ph, mod, path, fn, src, cases,
                   f"sed -i 's/return a {bad} b/return a {good} b/' {path}",
                   [f"sed -i 's/return a {bad} b/return a {wrong} b/' {path}",
-                   f"sed -i 's/return a {bad} b/return b {good} a {bad} 1/' {path}"], f"computes the {what}")
+                   f"sed -i 's/return a {bad} b/return b {good} a {bad} 1/' {path}"], f"computes the {what}",
+                  _fixes(path, src, f"return a {bad} b", f"return a {good} b"))
 
 
 def comparison(rng: random.Random) -> Level:
@@ -94,11 +121,15 @@ def comparison(rng: random.Random) -> Level:
         "counting `x == limit` as True.",
         "Patch `{path}` so that `{fn}(x, limit)` is True whenever `x` is {words} `limit`; at the moment the "
         "case `x == limit` comes out False.",
-    ], fn=fn, path=path, words=words, limit=limit)
+        "In the Python file in /app, {fn} should say whether x is {words} limit, yet it answers False when the "
+        "two are equal (try {limit} and {limit}). Fix the comparison.",
+        "{mod}.py, the only .py file in /app, has a boundary bug: {fn}(x, limit) must be True for x {words} limit, "
+        "equality included. Make it so.",
+    ], fn=fn, path=path, mod=mod, words=words, limit=limit)
     return _level(instruction, ph, mod, path, fn, src, cases,
                   f"sed -i 's/x {bad} limit/x {good} limit/' {path}",
                   [f"sed -i 's/x {bad} limit/x {flip} limit/' {path}", f"sed -i 's/x {bad} limit/x == limit/' {path}"],
-                  f"tests x {good} limit")
+                  f"tests x {good} limit", _fixes(path, src, f"x {bad} limit", f"x {good} limit"))
 
 
 def missing_return(rng: random.Random) -> Level:
@@ -114,10 +145,15 @@ def missing_return(rng: random.Random) -> Level:
         "Fix `{path}` so that `{fn}(xs)` returns the list it builds (`[x * {k} for each x]`) instead of None.",
         "`{fn}(xs)` in `{path}` has no return statement for the list it builds (each element times {k}), so "
         "callers get None. Add it.",
-    ], fn=fn, path=path, k=k)
+        "The {fn} function in the {mod} module in /app multiplies every item by {kw} into a list and then returns "
+        "nothing. Make it hand that list back.",
+        "Callers of {fn} in {mod}.py (the only .py file in /app) get None instead of the list it builds (each element "
+        "times {kw}). Fix the function so it returns the list.",
+    ], fn=fn, path=path, mod=mod, k=k, kw=NUMBER_WORDS[k])
     return _level(instruction, ph, mod, path, fn, src, cases, f"printf '    return result\\n' >> {path}",
                   [f"printf '    return xs\\n' >> {path}", f"printf '    print(result)\\n' >> {path}"],
-                  "returns the list")
+                  "returns the list",
+                  [f"echo '    return result' >> {path}", _write(path, src + "    return result\n")])
 
 
 def string_method(rng: random.Random) -> Level:
@@ -133,10 +169,14 @@ def string_method(rng: random.Random) -> Level:
         "Fix `{path}`: `{fn}(s)` returns `s.{bad}()` where it should return `s` entirely in {what}.",
         "Calling `{fn}(s)` from `{path}` should give back `s` all in {what}; the method `.{bad}()` it uses "
         "today is the wrong one. Patch it.",
-    ], fn=fn, path=path, what=what, bad=bad)
+        "The {fn} function in the {mod} module in /app is supposed to return its string entirely in {what}, but "
+        "it calls the wrong string method. Fix it.",
+        "In {mod}.py, the only .py file in /app, {fn}(s) must turn the whole of s into {what}; right now it does the "
+        "opposite. Correct it.",
+    ], fn=fn, path=path, mod=mod, what=what, bad=bad)
     return _level(instruction, ph, mod, path, fn, src, cases, f"sed -i 's/s.{bad}()/s.{good}()/' {path}",
                   [f"sed -i 's/s.{bad}()/s.title()/' {path}", f"sed -i 's/s.{bad}()/s.swapcase()/' {path}"],
-                  f"returns {what}")
+                  f"returns {what}", _fixes(path, src, f"s.{bad}()", f"s.{good}()"))
 
 
 # -- level 2 -------------------------------------------------------------------------------------
@@ -154,10 +194,14 @@ def off_by_one(rng: random.Random) -> Level:
         "Fix the off-by-one in `{path}`: `{fn}(n)` should add up 1..n including n, e.g. `{fn}(3)` returns 6.",
         "Patch `{path}`: `{fn}(n)` is meant to total every integer from 1 up to and including n (for example "
         "`{fn}(3) == 6`), but the last number is skipped.",
-    ], fn=fn, path=path)
+        "The {fn} function in the {mod} module in /app should add up the whole numbers from one to n, n "
+        "included (three gives six), but it stops short. Fix the loop.",
+        "In {mod}.py, the only .py file in /app, {fn}(n) leaves n itself out of its sum of 1 to n, so {fn}(3) is 3 "
+        "instead of 6. Correct it.",
+    ], fn=fn, path=path, mod=mod)
     return _level(instruction, ph, mod, path, fn, src, cases, f"sed -i 's/range(1, n)/range(1, n + 1)/' {path}",
                   [f"sed -i 's/range(1, n)/range(0, n)/' {path}", f"sed -i 's/range(1, n)/range(1, n + 2)/' {path}"],
-                  "sums 1..n")
+                  "sums 1..n", _fixes(path, src, "range(1, n)", "range(1, n + 1)"))
 
 
 def second_largest(rng: random.Random) -> Level:
@@ -174,10 +218,15 @@ def second_largest(rng: random.Random) -> Level:
         "[5, 9] it is 5).",
         "Patch `{fn}(xs)` in `{path}`: it must give back the value just below the maximum of `xs` (for [3, 1,"
         " 2] that is 2), not the second smallest.",
-    ], fn=fn, path=path)
+        "The {fn} function in the {mod} module in /app should pick the runner-up of a list of numbers (the biggest "
+        "one after the maximum) but takes it from the wrong end. Fix it.",
+        "In {mod}.py, the only .py file in /app, {fn} returns the second smallest value of its list; it should return "
+        "the second largest (five for [5, 9]). Correct it.",
+    ], fn=fn, path=path, mod=mod)
     return _level(instruction, ph, mod, path, fn, src, cases, f"sed -i 's/sorted(xs)\\[1\\]/sorted(xs)[-2]/' {path}",
                   [f"sed -i 's/sorted(xs)\\[1\\]/sorted(xs)[-1]/' {path}",
-                   f"sed -i 's/sorted(xs)\\[1\\]/sorted(xs, reverse=True)[2]/' {path}"], "returns the second largest")
+                   f"sed -i 's/sorted(xs)\\[1\\]/sorted(xs, reverse=True)[2]/' {path}"], "returns the second largest",
+                  _fixes(path, src, "sorted(xs)[1]", "sorted(xs)[-2]"))
 
 
 def accumulate(rng: random.Random) -> Level:
@@ -198,9 +247,15 @@ def accumulate(rng: random.Random) -> Level:
         "return the {what} of all items, {start} for none.",
         "Patch `{path}`: because the running total of `{fn}(xs)` is reset on each pass of the loop, only the "
         "last item survives. It must give the {what} of every item ({start} for an empty list).",
-    ], fn=fn, path=path, what=what, start=start)
+        "The {fn} function in the {mod} module in /app should work out the {what} of a list of numbers, yet it "
+        "starts its total over for each item. Fix it (an empty list gives {start}).",
+        "In {mod}.py, the only .py file in /app, {fn} ends up with just the last number because its running {what} is "
+        "reset inside the loop. Make it return the {what} of all of them, {start} when there are none.",
+    ], fn=fn, path=path, mod=mod, what=what, start=start)
+    hoist = f"    total = {start}\n    for x in xs:\n"
     return _level(instruction, ph, mod, path, fn, src, cases, _write(path, good),
-                  [f"sed -i '/total = {start}/d' {path}", _write(path, early)], f"returns the {what}")
+                  [f"sed -i '/total = {start}/d' {path}", _write(path, early)], f"returns the {what}",
+                  [_replace(path, f"    for x in xs:\n        total = {start}\n", hoist)])
 
 
 def dict_count(rng: random.Random) -> Level:
@@ -216,11 +271,16 @@ def dict_count(rng: random.Random) -> Level:
         "Fix `{path}` so that `{fn}(['x', 'y', 'x'])` returns `{{'x': 2, 'y': 1}}` instead of raising KeyError.",
         "Patch `{fn}(words)` in `{path}`: it must build a word -> occurrences dict, but crashes with KeyError"
         " because a word seen for the first time has no entry yet.",
-    ], fn=fn, path=path)
+        "The {fn} function in the {mod} module in /app should count how often each word of a list occurs (a dict "
+        "from word to count), but the first new word makes it crash. Fix it.",
+        "In {mod}.py, the only .py file in /app, {fn} raises KeyError instead of returning each word's number of "
+        "occurrences; {a}, {b}, {a} should give {a} 2 and {b} 1. Repair it.",
+    ], fn=fn, path=path, mod=mod, a=a, b=b)
     return _level(instruction, ph, mod, path, fn, src, cases,
                   f"sed -i 's/counts\\[w\\] += 1/counts[w] = counts.get(w, 0) + 1/' {path}",
                   [f"sed -i 's/counts\\[w\\] += 1/counts[w] = 1/' {path}",
-                   f"sed -i 's/counts\\[w\\] += 1/counts.setdefault(w, 0)/' {path}"], "counts the words")
+                   f"sed -i 's/counts\\[w\\] += 1/counts.setdefault(w, 0)/' {path}"], "counts the words",
+                  _fixes(path, src, "counts[w] += 1", "counts[w] = counts.get(w, 0) + 1"))
 
 
 def syntax(rng: random.Random) -> Level:
@@ -236,10 +296,15 @@ def syntax(rng: random.Random) -> Level:
         "Fix the syntax error in `{path}` so the module loads and `{fn}(-3)` returns 3 and `{fn}(4)` returns 4.",
         "Importing `{path}` fails with a SyntaxError inside `{fn}`. Patch the code so that it imports and "
         "`{fn}(x)` gives back `x` made non-negative (its absolute value).",
-    ], fn=fn, path=path)
+        "The {mod} module in /app will not even import: {fn} has a syntax slip. Fix it so the module loads and "
+        "{fn}(x) returns the absolute value of x (minus {n} gives {n}).",
+        "Python chokes on {mod}.py, the only .py file in /app, because of a typo in {fn}. Mend it; {fn} should give x "
+        "without its sign, so {fn}(-{n}) is {n}.",
+    ], fn=fn, path=path, mod=mod, n=n)
     return _level(instruction, ph, mod, path, fn, src, cases, f"sed -i 's/if x < 0$/if x < 0:/' {path}",
                   [f"sed -i 's/if x < 0$/if x < 0:/; s/return -x/return x/' {path}",
-                   f"sed -i '/if x < 0/d; /return -x/d' {path}"], "returns |x|")
+                   f"sed -i '/if x < 0/d; /return -x/d' {path}"], "returns |x|",
+                  _fixes(path, src, "if x < 0\n", "if x < 0:\n"))
 
 
 # -- levels 3 and 4 ------------------------------------------------------------------------------

@@ -1,6 +1,9 @@
 """The `shell` family: everyday shell work the other families miss (find files by extension, edit a file in
 place with sed, cut a field, list a tar archive, make a symlink, count files in a tree, date to epoch; find by
-size, filter rows with awk, pack a tar archive, export a variable from a file, days between dates)."""
+size, filter rows with awk, pack a tar archive, export a variable from a file, days between dates).
+
+The last two phrasings of each template are a person's words: a file described by what is unique about it in /app
+("the only .conf file", "the {name} folder"), a date or a field number spelt out, names said plainly."""
 
 from __future__ import annotations
 
@@ -34,6 +37,14 @@ def _tree(rng: random.Random, d: str, names: list[str], exts: list[str]) -> dict
     subs = ["", *[f"{s}/" for s in pick(rng, [w for w in WORDS if w not in names and w != d], 2)]]
     subs.append(subs[1] + rng.choice([w for w in WORDS if w not in names and w != d]) + "/")
     return {f"{d}/{rng.choice(subs)}{n}.{e}": f"{n}\n" for n, e in zip(names, exts, strict=True)}
+
+
+ORDINALS = {1: "first", 2: "second", 3: "third", 4: "fourth"}
+
+
+def _spoken(t: datetime) -> str:
+    """A date as a person says it: `7 March 2012`."""
+    return f"{t.day} {t:%B %Y}"
 
 
 def _stamp(rng: random.Random) -> datetime:
@@ -73,10 +84,17 @@ def find_ext(rng: random.Random) -> Level:
         "recursively below `/app/{d}`.",
         "Search `/app/{d}` and all of its subfolders for files with the extension `.{ext}`; save each match's "
         "absolute path on its own line of `/app/answer.txt`, in sorted order.",
+        "Where are the {ext} files in the {d} folder in /app, subfolders included? Write their full paths, "
+        "sorted, one a line, to `/app/answer.txt`.",
+        "Hunt down every .{ext} file at any depth inside the only folder in /app and list their absolute paths "
+        "in sorted order in `/app/answer.txt`.",
     ], d=d, ext=ext)
     return Level(
         instruction=instruction, env_files=env, test_checks=lines_check("/app/answer.txt", want),
         solve=f"find /app/{d} -type f -name '*.{ext}' | LC_ALL=C sort > /app/answer.txt",
+        shapes=[f"find /app/{d} -name '*.{ext}' | LC_ALL=C sort > /app/answer.txt",
+                f"shopt -s globstar; printf '%s\\n' /app/{d}/**/*.{ext} | LC_ALL=C sort > /app/answer.txt",
+                f"find /app/{d} -type f | grep '\\.{ext}$' | LC_ALL=C sort > /app/answer.txt"],
         wrong=[f"find /app/{d} -maxdepth 1 -type f -name '*.{ext}' | LC_ALL=C sort > /app/answer.txt",
                f"find /app/{d} -type f | LC_ALL=C sort > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt lists the .{ext} files under /app/{d}", phrasing=ph,
@@ -96,11 +114,17 @@ def sed_inplace(rng: random.Random) -> Level:
         "In the file `{path}` itself, change all `{old}` to `{new}` (also when a line has several).",
         "Use sed to rewrite `{path}` so that each `{old}` in it becomes `{new}`; the file keeps its name.",
         "`{path}` still says `{old}` in places. Update that file directly so it says `{new}` everywhere instead.",
-    ], path=path, old=old, new=new)
+        "In the {f} config file in /app, swap every {old} for {new}, changing the file itself (some lines have "
+        "{old} twice).",
+        "The only .conf file in /app still mentions {old}. Edit it in place so that each {old}, all of them, reads "
+        "{new}.",
+    ], path=path, old=old, new=new, f=f)
     return Level(
         instruction=instruction, env_files={f"{f}.conf": "\n".join(lines) + "\n"},
         test_checks=lines_check(path, [ln.replace(old, new) for ln in lines]),
         solve=f"sed -i 's/{old}/{new}/g' {path}",
+        shapes=[f"perl -pi -e 's/{old}/{new}/g' {path}",
+                f"sed 's/{old}/{new}/g' {path} > {path}.new && mv {path}.new {path}"],
         wrong=[f"sed -i 's/{old}/{new}/' {path}", f"sed 's/{old}/{new}/g' {path} > /app/{new}.out"],
         reads=[path], what=f"every {old} in {path} is {new}", phrasing=ph,
     )
@@ -120,10 +144,15 @@ def cut_field(rng: random.Random) -> Level:
         "`/app/answer.txt`, keeping the line order.",
         "With the colon as separator, take column number {k} of `{path}` and put those values, a value per line, "
         "in `/app/answer.txt`.",
-    ], path=path, k=k)
+        "The {f} database file in /app keeps its fields apart with colons. Copy out the {nth} field of every "
+        "line, in order, one per line, to `/app/answer.txt`.",
+        "From {f}.db, the only .db file in /app (fields split by :), save just the {nth} field of each line to "
+        "`/app/answer.txt`, keeping the line order.",
+    ], path=path, k=k, f=f, nth=ORDINALS[k])
     return Level(
         instruction=instruction, env_files={f"{f}.db": "\n".join(rows) + "\n"},
         test_checks=lines_check("/app/answer.txt", want), solve=f"cut -d: -f{k} {path} > /app/answer.txt",
+        shapes=[f"awk -F: '{{print ${k}}}' {path} > /app/answer.txt"],
         wrong=[f"cut -d: -f{k + 1} {path} > /app/answer.txt", f"cut -d' ' -f{k} {path} > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds field {k} of {path}", phrasing=ph,
     )
@@ -144,10 +173,17 @@ def tar_list(rng: random.Random) -> Level:
         "to `/app/answer.txt`.",
         "Without unpacking `{path}`, record its table of contents (each stored path on a line, as tar prints "
         "it) in `/app/answer.txt`.",
-    ], path=path)
+        "What is packed in the {a} archive in /app? Without extracting it, write its stored paths, in archive "
+        "order, to `/app/answer.txt`.",
+        "List what {a}.tar, the only tar file in /app, contains, member names exactly as stored and in archive "
+        "order, into `/app/answer.txt`; do not unpack it.",
+    ], path=path, a=a)
     return Level(
         instruction=instruction, env_files={f"{a}.tar": _tar_text([(n, f"{n}\n") for n in names])},
         test_checks=lines_check("/app/answer.txt", names), solve=f"tar -tf {path} > /app/answer.txt",
+        shapes=[f"tar --list --file={path} > /app/answer.txt",
+                f"python3 -c \"import tarfile; print('\\n'.join(tarfile.open('{path}').getnames()))\" "
+                "> /app/answer.txt"],
         wrong=[f"tar -tf {path} | LC_ALL=C sort > /app/answer.txt", f"tar -tf {path} | head -n 1 > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt lists {path}", phrasing=ph,
     )
@@ -162,7 +198,10 @@ def symlink(rng: random.Random) -> Level:
         "Make `{link}` a symlink to the file `{target}` (a link, not a copy).",
         "Add a soft link named `{link}` whose target is `{target}`; leave the target as it is.",
         "`{target}` should also be reachable as `{link}`: set that up with a symbolic link.",
-    ], link=link, target=target)
+        "Make a shortcut called {b} in /app that points at the {a} text file there: a symbolic link, not a copy.",
+        "The only .txt file in /app, {a}.txt, should also be reachable under the name {b} (in /app too). Set that "
+        "up with a soft link.",
+    ], link=link, target=target, a=a, b=b)
     checks = ("import os\n"
               f"if not Path({link!r}).is_symlink():\n    fail('{link} is not a symbolic link')\n"
               f"to = os.readlink({link!r})\n"
@@ -171,6 +210,7 @@ def symlink(rng: random.Random) -> Level:
               f"if read({target!r}) != {body!r}:\n    fail('{target} was changed')\n")
     return Level(
         instruction=instruction, env_files={f"{a}.txt": body}, test_checks=checks, solve=f"ln -s {target} {link}",
+        shapes=[f"ln -sf {target} {link}", f"python3 -c \"import os; os.symlink('{target}', '{link}')\""],
         wrong=[f"cp {target} {link}", f"ln {target} {link}"], reads=[link], what=f"{link} -> {target}", phrasing=ph,
     )
 
@@ -190,10 +230,16 @@ def count_tree(rng: random.Random) -> Level:
         "themselves do not count.",
         "Walk `/app/{d}` with all its nested folders and record how many plain files it contains in "
         "`/app/answer.txt`.",
+        "How many files are in the {d} folder in /app, counting those in its subfolders too (the folders "
+        "themselves do not count)? Write the number to `/app/answer.txt`.",
+        "Count every file, at any depth, inside {d}, the only folder in /app, and save the count in "
+        "`/app/answer.txt`; directories are not files.",
     ], d=d)
     return Level(
         instruction=instruction, env_files=env, test_checks=answer_check("/app/answer.txt", str(len(env))),
         solve=f"find /app/{d} -type f | wc -l > /app/answer.txt",
+        shapes=[f"find /app/{d} -type f -printf x | wc -c > /app/answer.txt",
+                f"find /app/{d} -type f | grep -c '' > /app/answer.txt"],
         wrong=[f"find /app/{d} | wc -l > /app/answer.txt", f"ls /app/{d} | wc -l > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds {len(env)}", phrasing=ph,
     )
@@ -209,11 +255,16 @@ def date_epoch(rng: random.Random) -> Level:
         "Convert the UTC date and time `{when}` to epoch seconds and save the number in `/app/answer.txt`.",
         "How many seconds after the Unix epoch is `{when}` (UTC)? Put that integer into `/app/answer.txt`.",
         "`/app/answer.txt` should hold `{when}`, read as UTC, expressed as seconds since the epoch.",
-    ], when=when)
+        "What Unix time is {clock} UTC on {spoken}? Write the number of seconds to `/app/answer.txt`.",
+        "Someone needs {spoken}, {clock} in UTC, as epoch seconds. Put that whole number in `/app/answer.txt`.",
+    ], when=when, clock=t.strftime("%H:%M:%S"), spoken=_spoken(t))
     day = t.strftime("%Y-%m-%d")
     return Level(
         instruction=instruction, env_files={}, test_checks=answer_check("/app/answer.txt", str(timegm(t.timetuple()))),
         solve=f"date -u -d {q(when)} +%s > /app/answer.txt",
+        shapes=[f"TZ=UTC date -d {q(when)} +%s > /app/answer.txt",
+                f"python3 -c \"import calendar, datetime; print(calendar.timegm(datetime.datetime.fromisoformat("
+                f"'{when}').timetuple()))\" > /app/answer.txt"],
         wrong=["date -u +%s > /app/answer.txt", f"date -u -d {q(day)} +%s > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds the epoch of {when}", phrasing=ph,
     )
@@ -240,10 +291,16 @@ def find_size(rng: random.Random) -> Level:
         "`/app/answer.txt`.",
         "`/app/answer.txt` should name (absolute path, sorted) the files found recursively in `/app/{d}` with more "
         "than {limit} bytes; a file of exactly {limit} bytes does not qualify.",
+        "Which files in the {d} folder in /app, subfolders included, are over {limit} bytes? List their full paths, "
+        "sorted, in `/app/answer.txt` (exactly {limit} bytes is not over).",
+        "Find everything bigger than {limit} bytes at any depth inside {d}, the only folder in /app, and write "
+        "those files' absolute paths in sorted order to `/app/answer.txt`.",
     ], d=d, limit=limit)
     return Level(
         instruction=instruction, env_files=env, test_checks=lines_check("/app/answer.txt", want),
         solve=f"find /app/{d} -type f -size +{limit}c | LC_ALL=C sort > /app/answer.txt",
+        shapes=[f"find /app/{d} -type f -printf '%s %p\\n' | awk '$1 > {limit} {{print $2}}' | LC_ALL=C sort "
+                "> /app/answer.txt"],
         wrong=[f"find /app/{d} -type f -size +{limit} | LC_ALL=C sort > /app/answer.txt",
                f"find /app/{d} -type f -size -{limit}c | LC_ALL=C sort > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt lists the files over {limit} bytes", phrasing=ph,
@@ -267,11 +324,18 @@ def awk_filter(rng: random.Random) -> Level:
         "`/app/answer.txt`, a name per line.",
         "Who scored more than {limit}? `{path}` lists `name team score` per line; record those names, as they "
         "appear top to bottom, in `/app/answer.txt`.",
-    ], path=path, limit=limit)
+        "The {f} scores file in /app has a name, a team and a score on each line. Write the names of everyone "
+        "who scored above {limit}, in file order, to `/app/answer.txt`.",
+        "Using {f}.txt, the only .txt file in /app (lines of name, team, score), save the names whose score is "
+        "strictly greater than {limit} to `/app/answer.txt`, one per line, as they come.",
+    ], path=path, limit=limit, f=f)
     return Level(
         instruction=instruction, env_files={f"{f}.txt": "\n".join(rows) + "\n"},
         test_checks=lines_check("/app/answer.txt", want),
         solve=f"awk '$3 > {limit} {{print $1}}' {path} > /app/answer.txt",
+        shapes=[f"awk '$3 > {limit}' {path} | cut -d' ' -f1 > /app/answer.txt",
+                f"while read -r name team score; do if [ \"$score\" -gt {limit} ]; then echo \"$name\"; fi; "
+                f"done < {path} > /app/answer.txt"],
         wrong=[f"awk '$3 >= {limit} {{print $1}}' {path} > /app/answer.txt",
                f"awk '{{print $1}}' {path} > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt names the scores over {limit}", phrasing=ph,
@@ -291,7 +355,11 @@ def tar_create(rng: random.Random) -> Level:
         "directory recreates `{d}/` there.",
         "Bundle the folder `{d}` from `/app` into the file `{archive}` using tar; inside the archive the paths "
         "should begin with `{d}/`, not with `app/`.",
-    ], d=d, archive=archive)
+        "Pack up the {d} folder in /app, subfolders and all, as a tar archive called {a}.tar in /app, storing the "
+        "paths from {d}/ down (no leading app/).",
+        "Make a tarball of {d}, the only folder in /app, and save it as `{archive}`; unpacked anywhere, it should "
+        "give back that folder by its own name.",
+    ], d=d, archive=archive, a=a)
     want = sorted((k, v) for k, v in env.items())
     checks = ("import tarfile\n"
               f"if not Path({archive!r}).is_file():\n    fail('{archive} does not exist')\n"
@@ -306,6 +374,9 @@ def tar_create(rng: random.Random) -> Level:
               f"    fail(f'{archive} holds {{[n for n, _ in got]}}, expected {{[n for n, _ in want]}}')\n")
     return Level(
         instruction=instruction, env_files=env, test_checks=checks, solve=f"tar -cf {archive} -C /app {d}",
+        shapes=[f"cd /app && tar -cf {archive} {d}",
+                f"python3 -c \"import tarfile; t = tarfile.open('{archive}', 'w'); t.add('/app/{d}', arcname='{d}'); "
+                "t.close()\""],
         wrong=[f"tar -cf {archive} /app/{d}", f"tar -cf {archive} -C /app/{d} ."], reads=[archive],
         what=f"{archive} holds /app/{d} as {d}/", phrasing=ph,
     )
@@ -324,7 +395,11 @@ def export_var(rng: random.Random) -> Level:
         "environment. Write that file.",
         "Put the line that makes `{var}` an environment variable equal to `{value}` into a new file `{path}`; "
         "sourcing it must export the variable, not just set it.",
-    ], path=path, var=var, value=value)
+        "Write a small file {a}.env.sh in /app which, when a bash shell sources it, exports {var} set to {value} "
+        "to every program started from that shell.",
+        "I want to source a file from /app called {a}.env.sh and have {var} (value {value}) exported, so child "
+        "processes see it. Create that file.",
+    ], path=path, var=var, value=value, a=a)
     checks = ("import subprocess\n"
               f"read({path!r})\n"
               f"out = subprocess.run(['bash', '-c', '. \"$0\" >/dev/null 2>&1; printenv {var}', {path!r}],\n"
@@ -332,6 +407,7 @@ def export_var(rng: random.Random) -> Level:
               f"if out != {value!r}:\n    fail(f'sourcing {path} exports {var}={{out!r}}, expected {value}')\n")
     return Level(
         instruction=instruction, env_files={}, test_checks=checks, solve=f"echo 'export {var}={value}' > {path}",
+        shapes=[f"printf '%s\\n' '{var}={value}' 'export {var}' > {path}", f"echo 'declare -x {var}={value}' > {path}"],
         wrong=[f"echo '{var}={value}' > {path}", f"echo 'export {var}={w}' > {path}"], reads=[path],
         what=f"sourcing {path} exports {var}", phrasing=ph,
     )
@@ -348,11 +424,16 @@ def date_diff(rng: random.Random) -> Level:
         "`/app/answer.txt`.",
         "Compute {db} minus {da} in days (UTC calendar dates) and put the result into `/app/answer.txt`.",
         "`/app/answer.txt` should hold how many days after {da} the date {db} falls.",
-    ], da=da, db=db)
+        "How many days go by between {sa} and {sb}? Write the count to `/app/answer.txt`.",
+        "Work out how many days separate {sa} from the later date {sb} and save that whole number in "
+        "`/app/answer.txt`.",
+    ], da=da, db=db, sa=_spoken(a), sb=_spoken(b))
     diff = f"$(date -u -d {db} +%s) - $(date -u -d {da} +%s)"
     return Level(
         instruction=instruction, env_files={}, test_checks=answer_check("/app/answer.txt", str(days)),
         solve=f"echo $(( ({diff}) / 86400 )) > /app/answer.txt",
+        shapes=[f"python3 -c \"from datetime import date; print((date.fromisoformat('{db}') - "
+                f"date.fromisoformat('{da}')).days)\" > /app/answer.txt"],
         wrong=[f"echo $(( ({diff}) / 86400 + 1 )) > /app/answer.txt", f"echo $(( {diff} )) > /app/answer.txt"],
         reads=["/app/answer.txt"], what=f"/app/answer.txt holds {days}", phrasing=ph,
     )

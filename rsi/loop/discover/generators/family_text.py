@@ -1,11 +1,16 @@
 """The `text` family: text processing with standard tools (count lines / words / matches, first and last
-lines, upper case, sort, dedupe, reverse, numeric sort; distinct sorted lines and word replacement above)."""
+lines, upper case, sort, dedupe, reverse, numeric sort; distinct sorted lines and word replacement above).
+
+Each environment holds one text file in /app, so "the only .txt file in /app" and "the {name} file in /app" name it
+as well as its path does; the last two phrasings of each level-1/2 template say it so (a person's words)."""
 
 from __future__ import annotations
 
 import random
 
+from rsi.loop.discover.generators import shapes
 from rsi.loop.discover.generators.procedural import (
+    NUMBER_WORDS,
     PLAIN,
     WORDS,
     Level,
@@ -29,6 +34,11 @@ def _text(lines: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _stem(path: str) -> str:
+    """`/app/cedar.txt` -> `cedar`: the word a person calls the file by ("the cedar file")."""
+    return path.rsplit("/", 1)[1].rsplit(".", 1)[0]
+
+
 # -- level 1 -------------------------------------------------------------------------------------
 
 
@@ -41,10 +51,14 @@ def count_lines(rng: random.Random) -> Level:
         "Count the lines of `{src}` and save that number in `{out}`.",
         "How many lines does `{src}` have? Put the number (digits only) into `{out}`.",
         "Store the line count of `{src}` in `{out}` (only the number).",
-    ], src=src, out=out)
+        "How long is the {f} file in /app, in lines? Write just that number to `{out}`.",
+        "There is a single text file in /app, {f}.txt. Find out how many lines it has and put the figure in "
+        "`{out}`.",
+    ], src=src, out=out, f=_stem(src))
+    solve, *alts = shapes.count_lines(src, out)
     return Level(
         instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=answer_check(out, str(n)),
-        solve=f"wc -l < {src} > {out}", wrong=[f"wc -w < {src} > {out}", f"echo {n + 1} > {out}"],
+        solve=solve, shapes=alts, wrong=[f"wc -w < {src} > {out}", f"echo {n + 1} > {out}"],
         reads=[out], what=f"{out} holds {n}", phrasing=ph,
     )
 
@@ -58,10 +72,14 @@ def count_words(rng: random.Random) -> Level:
         "Count every word of `{src}` (words are separated by spaces or line breaks) and save the count in `{out}`.",
         "How many words does `{src}` hold? Write just that number to `{out}`.",
         "Tally up the words in `{src}` and record the total in `{out}`.",
-    ], src=src, out=out)
+        "I'd like to know how many words the {f} file in /app contains; save that count to `{out}`.",
+        "Count all the words in {f}.txt, the only .txt file in /app, and write the total, digits only, to "
+        "`{out}`.",
+    ], src=src, out=out, f=_stem(src))
     return Level(
         instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=answer_check(out, str(n)),
         solve=f"wc -w < {src} > {out}", wrong=[f"wc -l < {src} > {out}", f"wc -c < {src} > {out}"],
+        shapes=[f"awk '{{n += NF}} END {{print n}}' {src} > {out}", f"tr -s ' ' '\\n' < {src} | wc -l > {out}"],
         reads=[out], what=f"{out} holds {n}", phrasing=ph,
     )
 
@@ -75,10 +93,14 @@ def head(rng: random.Random) -> Level:
         "Copy only the top {n} lines of `{src}` into `{out}`.",
         "`{out}` should hold the opening {n} lines of `{src}`, unchanged and in order.",
         "Take the beginning of `{src}`, its first {n} lines, and write them out to `{out}`.",
-    ], n=n, src=src, out=out)
+        "Copy the first {nw} lines of the {f} file in /app into `{out}`, exactly as they are.",
+        "Only the top of {f}.txt in /app matters (the one text file there): its opening {nw} lines. Put them in "
+        "`{out}`, unchanged.",
+    ], n=n, src=src, out=out, f=_stem(src), nw=NUMBER_WORDS[n])
+    solve, *alts = shapes.head(src, out, n)
     return Level(
         instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=lines_check(out, lines[:n]),
-        solve=f"head -n {n} {src} > {out}", wrong=[f"tail -n {n} {src} > {out}", f"head -n {n + 1} {src} > {out}"],
+        solve=solve, shapes=alts, wrong=[f"tail -n {n} {src} > {out}", f"head -n {n + 1} {src} > {out}"],
         reads=[out], what=f"{out} holds the first {n} lines", phrasing=ph,
     )
 
@@ -92,10 +114,14 @@ def tail(rng: random.Random) -> Level:
         "Copy only the final {n} lines of `{src}` into `{out}`, in their original order.",
         "`{out}` should hold the closing {n} lines of `{src}`, unchanged.",
         "From `{src}`, keep just the bottom {n} lines and write those to `{out}`.",
-    ], n=n, src=src, out=out)
+        "Save the last {nw} lines of the {f} file in /app to `{out}`, in the order they appear.",
+        "The end of {f}.txt, the only .txt file in /app, is what I need: its final {nw} lines, unchanged, in "
+        "`{out}`.",
+    ], n=n, src=src, out=out, f=_stem(src), nw=NUMBER_WORDS[n])
+    solve, *alts = shapes.tail(src, out, n)
     return Level(
         instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=lines_check(out, lines[-n:]),
-        solve=f"tail -n {n} {src} > {out}", wrong=[f"head -n {n} {src} > {out}", f"tail -n {n - 1} {src} > {out}"],
+        solve=solve, shapes=alts, wrong=[f"head -n {n} {src} > {out}", f"tail -n {n - 1} {src} > {out}"],
         reads=[out], what=f"{out} holds the last {n} lines", phrasing=ph,
     )
 
@@ -108,10 +134,13 @@ def upper(rng: random.Random) -> Level:
         "Convert every letter of `{src}` to capitals and save the result as `{out}`.",
         "`{out}` must be `{src}` with all lower-case letters turned into upper case.",
         "Uppercase the whole of `{src}` and write it out as `{out}`.",
-    ], src=src, out=out)
+        "Make a shouting version of the {f} file in /app, every letter a capital, and save it as `{out}`.",
+        "Take the one text file in /app, {f}.txt, and write it out again in block capitals to `{out}`.",
+    ], src=src, out=out, f=_stem(src))
+    solve, *alts = shapes.upper(src, out)
     return Level(
         instruction=instruction, env_files={src[5:]: _text(lines)},
-        test_checks=lines_check(out, [ln.upper() for ln in lines]), solve=f"tr a-z A-Z < {src} > {out}",
+        test_checks=lines_check(out, [ln.upper() for ln in lines]), solve=solve, shapes=alts,
         wrong=[f"cp {src} {out}", f"sed 's/.*/\\u&/' {src} > {out}"], reads=[out],
         what=f"{out} is {src} in upper case", phrasing=ph,
     )
@@ -130,10 +159,14 @@ def sort(rng: random.Random) -> Level:
         "Sort the lines of `{src}` in alphabetical order and save them to `{out}`.",
         "`{out}` should hold every line of `{src}`, in A-to-Z order.",
         "Put the lines of `{src}` into dictionary order and write the result to `{out}`.",
-    ], src=src, out=out)
+        "Alphabetise the {f} list in /app (one word per line) and save the sorted list as `{out}`.",
+        "The only .txt file in /app, {f}.txt, is a jumbled list of words. Write them out A to Z, one per line, to "
+        "`{out}`.",
+    ], src=src, out=out, f=_stem(src))
+    solve, *alts = shapes.sort_lines(src, out)
     return Level(
         instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=lines_check(out, sorted(lines)),
-        solve=f"LC_ALL=C sort {src} > {out}", wrong=[f"cp {src} {out}", f"LC_ALL=C sort -r {src} > {out}"],
+        solve=solve, shapes=alts, wrong=[f"cp {src} {out}", f"LC_ALL=C sort -r {src} > {out}"],
         reads=[out], what=f"{out} holds the sorted lines", phrasing=ph,
     )
 
@@ -160,10 +193,16 @@ def dedupe(rng: random.Random) -> Level:
         "`{out}` should list every distinct line of `{src}` once, in the order each first appears.",
         "Some lines in `{src}` repeat. Write it to `{out}` keeping only the first copy of each line, order "
         "unchanged.",
-    ], src=src, out=out)
+        "The {f} list in /app has words listed more than once. Write it to `{out}` with every repeat dropped: "
+        "each word once, where it first shows up.",
+        "Clean up {f}.txt, the only text file in /app: save a copy without its duplicate lines to `{out}`, "
+        "keeping each line's first appearance and the original order (no sorting).",
+    ], src=src, out=out, f=_stem(src))
     return Level(
         instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=lines_check(out, want),
         solve=f"awk '!seen[$0]++' {src} > {out}", wrong=[f"LC_ALL=C sort -u {src} > {out}", f"uniq {src} > {out}"],
+        shapes=[f"perl -ne 'print unless $seen{{$_}}++' {src} > {out}",
+                f"python3 -c \"import sys; sys.stdout.write(''.join(dict.fromkeys(open('{src}'))))\" > {out}"],
         reads=[out], what=f"{out} holds the distinct lines in first-seen order", phrasing=ph,
     )
 
@@ -183,10 +222,16 @@ def count_matches(rng: random.Random) -> Level:
         "Count how many lines in `{src}` mention `{w}` (a line counts once) and write that number to `{out}`.",
         "In `{src}`, how many lines include `{w}`? Save the count of such lines to `{out}`.",
         "Find the lines of `{src}` containing `{w}` and record how many there are in `{out}`.",
-    ], src=src, w=w, out=out)
+        "On how many lines of the {f} file in /app does the word {w} turn up? Write that count to `{out}` (a line "
+        "with it twice still counts once).",
+        "Look through the single .txt file in /app for lines mentioning {w}, and save the number of such lines "
+        "in `{out}`.",
+    ], src=src, w=w, out=out, f=f)
     return Level(
         instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=answer_check(out, str(k)),
         solve=f"grep -cw {w} {src} > {out}", wrong=[f"grep -ow {w} {src} | wc -l > {out}", f"wc -l < {src} > {out}"],
+        shapes=[f"grep -w {w} {src} | wc -l > {out}", f"grep -c {w} {src} > {out}",
+                f"awk '/{w}/ {{n++}} END {{print n + 0}}' {src} > {out}"],
         reads=[out], what=f"{out} holds {k}", phrasing=ph,
     )
 
@@ -201,10 +246,15 @@ def reverse(rng: random.Random) -> Level:
         "Save `{src}` upside down into `{out}`: its last line first, its first line last.",
         "`{out}` should hold the lines of `{src}` from the bottom up.",
         "Flip the line order of `{src}` so the first line becomes the last, and write the result to `{out}`.",
-    ], src=src, out=out)
+        "Turn the {f} list in /app upside down (its bottom line on top) and save that as `{out}`.",
+        "Write the lines of {f}.txt, the only .txt file in /app, to `{out}` backwards, starting from its last "
+        "line and ending with its first.",
+    ], src=src, out=out, f=_stem(src))
     return Level(
         instruction=instruction, env_files={src[5:]: _text(lines)}, test_checks=lines_check(out, lines[::-1]),
         solve=f"tac {src} > {out}", wrong=[f"cp {src} {out}", f"LC_ALL=C sort -r {src} > {out}"],
+        shapes=[f"sed '1!G;h;$!d' {src} > {out}",
+                f"awk '{{line[NR] = $0}} END {{for (i = NR; i > 0; i--) print line[i]}}' {src} > {out}"],
         reads=[out], what=f"{out} holds the lines reversed", phrasing=ph,
     )
 
@@ -220,10 +270,15 @@ def sort_numeric(rng: random.Random) -> Level:
         "Sort the numbers in `{src}` numerically (ascending) and save them, one per line, to `{out}`.",
         "`{out}` should list the numbers of `{src}` in increasing numeric order.",
         "Order the numbers listed in `{src}` by value, lowest first, and write them one per line to `{out}`.",
-    ], src=src, out=out)
+        "The {f} file in /app is a list of numbers. Put them in order of size, smallest at the top, and save the "
+        "list as `{out}`.",
+        "Rank the numbers in {f}.txt, the only text file in /app, from low to high (by value, not as text) and "
+        "write them, one a line, to `{out}`.",
+    ], src=src, out=out, f=_stem(src))
+    solve, *alts = shapes.sort_numeric(src, out)
     return Level(
         instruction=instruction, env_files={src[5:]: _text([str(n) for n in nums])}, test_checks=lines_check(out, want),
-        solve=f"sort -n {src} > {out}", wrong=[f"LC_ALL=C sort {src} > {out}", f"sort -rn {src} > {out}"],
+        solve=solve, shapes=alts, wrong=[f"LC_ALL=C sort {src} > {out}", f"sort -rn {src} > {out}"],
         reads=[out], what=f"{out} holds the numbers in order", phrasing=ph,
     )
 
