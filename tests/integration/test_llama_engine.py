@@ -185,3 +185,28 @@ def test_the_default_batch_is_what_the_engine_reports(llama_ready: None) -> None
         assert f"batch {DEFAULT_MAX_BATCH}," in eng.sizing.summary()
     finally:
         eng.close()
+
+
+def test_unseeded_sampled_requests_share_the_batch_and_a_seeded_one_still_reproduces(engine: LlamaEngine) -> None:
+    """The harness samples without a seed: its concurrent trials' calls decode together (one forward pass gives
+    several tokens). A request with a seed runs alone, so the seed gives the same answer whatever else is queued."""
+    msgs = [{"role": "user", "content": "Tell me about rivers."}]
+    seeded = _req(engine.model_id, msgs, max_tokens=24, temperature=0.9, seed=5)
+    alone = engine.generate(seeded)
+    before = dict(engine.decode_stats)
+    results: list[Any] = [None] * 4
+
+    def run(i: int) -> None:
+        req = seeded if i == 3 else _req(engine.model_id, msgs, max_tokens=40, temperature=0.9)
+        results[i] = engine.generate(req)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    forwards = engine.decode_stats["forwards"] - before["forwards"]
+    tokens = engine.decode_stats["tokens"] - before["tokens"]
+    assert tokens > forwards, (tokens, forwards)  # some decode steps served two rows or more
+    assert results[3].completion_ids == alone.completion_ids
+    assert all(s.row is None for s in engine._slots)

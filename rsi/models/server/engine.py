@@ -9,8 +9,9 @@ model and runs a continuous-batching loop:
   same adapter is reused and only the rest is computed (`cached_tokens` in the usage, as vLLM);
 - greedy requests decode together, up to `max_batch` rows per forward pass (PEFT mixed-adapter
   batches); padding changes the rounding, so with `max_batch > 1` a greedy answer may differ by a
-  token from the same request run alone. Sampled requests run alone, so a seed reproduces its
-  output. `max_batch = 1` runs every request alone;
+  token from the same request run alone. Sampled requests batch too, but one with a `seed` runs
+  alone, so its seed reproduces its output (engine_base.runs_alone). `max_batch = 1` runs every
+  request alone;
 - a request decoded alone is speculated (speculate.py): the tokens that followed the latest earlier
   occurrence of its last tokens are checked in one forward pass; greedy answers stay the same and
   a sampled request's tokens keep their distribution (and its seed reproduces them);

@@ -52,6 +52,13 @@ class RunningRows:
         return len(self.rows)
 
 
+def runs_alone(req: GenRequest) -> bool:
+    """Whether a request decodes alone: a sampled request with a seed, so the seed reproduces its answer (a batch
+    rounds differently from one row, on either engine). Greedy and unseeded sampled requests share the batch:
+    the harness samples without a seed, and its concurrent trials' calls decode together."""
+    return not req.greedy and req.seed is not None
+
+
 class EngineBase:
     """The queue and worker of an engine; `submit` / `generate` may be called from many threads at once.
 
@@ -261,7 +268,8 @@ class EngineBase:
     def _next_job(self) -> Job | None:
         """The next queued job to serve now, else None: a choice request first (it is one prefill and never
         takes a batch row, so it runs between decode steps whatever the batch holds: a MoL route hop does not
-        wait behind another trial's whole answer), else the oldest job that may join the running batch."""
+        wait behind another trial's whole answer), else the oldest job that may join the running batch (a seeded
+        sampled request runs alone, runs_alone)."""
         with self._cv:
             if any(j.cancelled.is_set() for j in self._pending):  # given up while queued: gone now
                 for j in [j for j in self._pending if j.cancelled.is_set()]:
@@ -275,8 +283,8 @@ class EngineBase:
                 return None
             job = self._pending[0]
             rows = self._batch.rows
-            if rows and (not job.request.greedy or any(not r.request.greedy for r in rows)):
-                return None  # sampled requests run alone
+            if rows and (runs_alone(job.request) or any(runs_alone(r.request) for r in rows)):
+                return None
             return self._pending.popleft()
 
     def _answer(self, row: Row) -> None:

@@ -100,6 +100,27 @@ def _common(a: Sequence[int], b: Sequence[int]) -> int:
     return i
 
 
+_LOG_CALLBACK: list[Any] = []  # the one log callback llama.cpp holds a pointer to, alive as long as the process
+
+
+def quiet_llama(lib: Any) -> None:
+    """Route llama.cpp's log to stderr, errors only. The callback is process-wide (llama.cpp keeps one pointer),
+    so it is made once and never freed: one per engine left a dangling pointer when that engine was collected,
+    and the next log line (another engine's free) crashed the process."""
+    if _LOG_CALLBACK:
+        return
+    last = [0]
+
+    def log(level: int, text: bytes, _user: Any) -> None:
+        if level != 5:  # GGML_LOG_LEVEL_CONT continues the message before it
+            last[0] = level
+        if last[0] == 4 and text:  # GGML_LOG_LEVEL_ERROR
+            sys.stderr.write(text.decode(errors="replace"))
+
+    _LOG_CALLBACK.append(lib.llama_log_callback(log))
+    lib.llama_log_set(_LOG_CALLBACK[0], ctypes.c_void_p(0))
+
+
 class LlamaEngine(EngineBase):
     """Serves the GGUF with llama.cpp; `submit` / `generate` may be called from many threads at once."""
 
@@ -148,19 +169,8 @@ class LlamaEngine(EngineBase):
         self._start()
 
     def _quiet(self) -> None:
-        """llama.cpp logs every load step to stderr; keep its errors only."""
-        lib = self._lib
-
-        last = [0]
-
-        def log(level: int, text: bytes, _user: Any) -> None:
-            if level != 5:  # GGML_LOG_LEVEL_CONT continues the message before it
-                last[0] = level
-            if last[0] == 4 and text:  # GGML_LOG_LEVEL_ERROR
-                sys.stderr.write(text.decode(errors="replace"))
-
-        self._log_cb = lib.llama_log_callback(log)  # kept referenced: C holds the pointer
-        lib.llama_log_set(self._log_cb, ctypes.c_void_p(0))
+        """llama.cpp logs every load step to stderr; keep its errors only (quiet_llama)."""
+        quiet_llama(self._lib)
 
     def _warm_up(self) -> None:
         super()._warm_up()
