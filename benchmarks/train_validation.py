@@ -112,18 +112,24 @@ def commands(trial_dir: str) -> int:
     return sum(1 for st in steps if st.get("source") == "agent" and st.get("tool_calls"))
 
 
-def rsi_run(ws: Path, paths: list[Path], *args: str) -> dict[str, list[tuple[int, int]]]:
-    """`rsi run` on `paths`; each task's (passed 1/0, commands run) per counted attempt (infra ones left out)."""
+Attempt = tuple[int, int, int, int]  # passed 1/0, commands run, steps right, steps scored (compositions' reward.json)
+
+
+def rsi_run(ws: Path, paths: list[Path], *args: str) -> dict[str, list[Attempt]]:
+    """`rsi run` on `paths`; each task's attempts (passed, commands, steps right, steps scored), infra ones left
+    out."""
     cmd = ["rsi", "run", "-w", str(ws), "--json", *args, *map(str, paths)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:8])} ...: exit {proc.returncode}: {proc.stderr.strip()[-400:]}")
-    out: dict[str, list[tuple[int, int]]] = {}
+    out: dict[str, list[Attempt]] = {}
     for t in json.loads(proc.stdout)["trials"]:
         if t.get("error_type") in INFRA_ERRORS:  # says nothing about the model: not counted
             print(f"  {t['id']}: infra ({t['error_type']}), not counted")
             continue
-        out.setdefault(t["task"], []).append((int(bool(t.get("passed"))), commands(str(t.get("trial_dir") or ""))))
+        steps = [v for k, v in (t.get("rewards") or {}).items() if k.startswith("step_")]
+        out.setdefault(t["task"], []).append((int(bool(t.get("passed"))), commands(str(t.get("trial_dir") or "")),
+                                              int(sum(steps)), len(steps)))
     return out
 
 
@@ -135,28 +141,32 @@ def measure(ws: Path, kind: str, args: argparse.Namespace, gens: list[str], rec:
     print(f"{len(paths)} train-side {kind} tasks never trained on: {', '.join(p.name for p in paths)}")
     oracle = rsi_run(ws, paths, "--agent", "oracle", "-n", str(args.concurrency))
     nop = rsi_run(ws, paths, "--agent", "nop", "-n", str(args.concurrency))
-    valid = [p for p in paths if oracle.get(p.name) and all(x for x, _ in oracle[p.name])
-             and not any(x for x, _ in nop.get(p.name, [(1, 0)]))]
+    valid = [p for p in paths if oracle.get(p.name) and all(a[0] for a in oracle[p.name])
+             and not any(a[0] for a in nop.get(p.name, [(1, 0, 0, 0)]))]
     print(f"valid (oracle passes, nop fails): {len(valid)} of {len(paths)}")
-    got: dict[str, dict[str, list[tuple[int, int]]]] = {}
+    got: dict[str, dict[str, list[Attempt]]] = {}
     for g in gens:
         got[g] = rsi_run(ws, valid, "--agent", "harness", "--gen", g, "-k", str(args.attempts), "-n",
                          str(args.concurrency))
-        print(f"{kind} {g}: {sum(x for v in got[g].values() for x, _ in v)}/{sum(len(v) for v in got[g].values())} "
+        print(f"{kind} {g}: {sum(a[0] for v in got[g].values() for a in v)}/{sum(len(v) for v in got[g].values())} "
               f"({time.monotonic() - t0:.0f} s so far)")
     valid = [p for p in valid if all(got[g].get(p.name) for g in gens)]  # a task some generation has no count of
-    rates = {g: {p.name: sum(x for x, _ in got[g][p.name]) / len(got[g][p.name]) for p in valid} for g in gens}
+    rates = {g: {p.name: sum(a[0] for a in got[g][p.name]) / len(got[g][p.name]) for p in valid} for g in gens}
     for g in gens:
         trials = [t for p in valid for t in got[g][p.name]]
-        note = f"{sum(x for x, _ in trials)}/{len(trials)} trials on {len(valid)} tasks"
+        note = f"{sum(a[0] for a in trials)}/{len(trials)} trials on {len(valid)} tasks"
         if g != gens[0]:
             diffs = [rates[g][p.name] - rates[gens[0]][p.name] for p in valid]
             note += f"; p = {paired_permutation_p(diffs):.4f} against {gens[0]}"
         rec.add(f"{kind}.{g}.rate", f"{kind}, {g}: pass rate", sum(rates[g].values()) / max(1, len(valid)), "",
                 note=note, echo=True)
-        multi = sum(1 for _, c in trials if c >= 2)
+        multi = sum(1 for a in trials if a[1] >= 2)
         rec.add(f"{kind}.{g}.multi", f"{kind}, {g}: trials that ran two commands or more", multi / max(1, len(trials)),
                 "", note=f"{multi}/{len(trials)}", echo=True)
+        right, scored = sum(a[2] for a in trials), sum(a[3] for a in trials)
+        if scored:  # compositions: each step's own effect (reward.json's step_<k>), right or not
+            rec.add(f"{kind}.{g}.steps", f"{kind}, {g}: steps whose effect is right", right / scored, "",
+                    note=f"{right}/{scored} steps", echo=True)
     return (f"{kind}: {len(valid)} " + (f"train compositions of level {args.level} the workspace never trained on"
                                         if kind != "ops" else "fresh instances of trained single-operation templates"
                                                               " (levels 1-2)"))

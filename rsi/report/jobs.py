@@ -162,6 +162,7 @@ def trial_json(t: TrialRow) -> dict[str, Any]:
         "attempt": t.attempt,
         "status": t.status,
         "reward": t.reward,
+        "rewards": t.rewards,  # the verifier's metric map (reward.json): e.g. a composition's step_<k>
         "passed": t.passed,
         "error_type": t.error_type,
         "error_message": t.error_message,

@@ -64,6 +64,12 @@ def test_a_sample_of_compositions_holds_in_real_containers(ws: WorkspaceContext)
         assert all(t.passed == (t.agent == "oracle") for t in trials), [(t.agent, t.passed) for t in trials]
         assert len([t for t in trials if t.agent == "known_wrong"]) >= 2
         assert all(t.integrity == "declared_outputs" for t in trials)
+        # each step's own effect is in the trial's reward map: every step for the reference, none for doing nothing
+        oracle = next(t for t in trials if t.agent == "oracle").rewards
+        steps = [k for k in oracle if k.startswith("step_")]
+        assert steps and all(oracle[k] == 1 for k in steps) and oracle["reward"] == 1, (c.name, oracle)
+        nop = next(t for t in trials if t.agent == "nop").rewards
+        assert nop["reward"] == 0 and set(nop) == set(oracle), (c.name, nop)
     tasks = load_tasks([ws.ws.tasks_dir])
     assert {t.spec.metadata.rsi.template for t in tasks} == set(SAMPLE)
     assert all(t.spec.metadata.rsi.family == "compose" and t.spec.metadata.rsi.ops for t in tasks)

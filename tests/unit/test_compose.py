@@ -195,3 +195,29 @@ def test_reference_passes_and_nop_partial_and_careless_fail_on_the_host(tmp_path
             if _run_on_host(d, w, where / f"w{k}"):
                 bad.append((tid, f"known-wrong {k} passed"))
     assert not bad, bad
+
+
+def test_the_verifier_scores_each_step_apart_and_rewards_only_the_whole(tmp_path: Path) -> None:
+    """reward.json holds a 1/0 per step whose effect is left to check, beside `reward`: the reference gets every
+    step, doing nothing none, and a partial answer (the known-wrong that stops after the first step) its first step
+    and no reward: which step an agent got wrong is measured, never rewarded."""
+    import json
+
+    seen = 0
+    for i, tid in enumerate(_sample()):
+        d = _gen(tid, i)
+        where = tmp_path / str(i)
+        assert _run_on_host(d, d.solve_sh, where / "oracle")
+        full = json.loads((where / "oracle" / "logs" / "verifier" / "reward.json").read_text())
+        steps = sorted(k for k in full if k.startswith("step_"))
+        assert steps and full == {"reward": 1, **{k: 1 for k in steps}}, (tid, full)
+        assert not _run_on_host(d, None, where / "nop")
+        nop = json.loads((where / "nop" / "logs" / "verifier" / "reward.json").read_text())
+        assert nop["reward"] == 0 and nop.keys() == full.keys(), (tid, nop)
+        assert not _run_on_host(d, d.known_wrong[0], where / "first")  # the first step's commands only
+        first = json.loads((where / "first" / "logs" / "verifier" / "reward.json").read_text())
+        assert first["reward"] == 0, (tid, first)
+        if "step_1" in first:
+            seen += 1
+            assert first["step_1"] == 1, (tid, first)
+    assert seen >= 3

@@ -242,6 +242,9 @@ def compose(names: tuple[str, ...], rng: random.Random) -> Level:
     if described and f"`{origin}`'s" not in instruction and rng.random() < 1 / 3:
         instruction = instruction.replace(f"`{origin}`", described, 1)
     checks = "\n".join(_check(p, v) for p, v in expect.items())
+    # each step's own effect, measured apart (reward.json's step_<k>): a step whose output a later step rewrote in
+    # place has no effect of its own left to check
+    per_step = [(f"step_{i + 1}", _check(s.out, s.value)) for i, s in enumerate(steps) if expect.get(s.out) is s.value]
     # careless: every step, one of them (seeded) done the template's careless way, among the steps where that
     # changes the outcome (a sort of one line does not; a copy made a move does not where the original is removed)
     careless_at = [i for i, (op, s) in enumerate(zip(ops, steps, strict=True))
@@ -253,7 +256,8 @@ def compose(names: tuple[str, ...], rng: random.Random) -> Level:
     reads = list(dict.fromkeys(declared.get(p, p) for p in expect))
     chains = [_script([s.shapes[k % len(s.shapes)] for s in steps]) for k in range(max(len(s.shapes) for s in steps))]
     return Level(instruction=instruction, env_files=env, test_checks=checks, solve=chains[0], shapes=chains[1:],
-                 wrong=wrong, reads=reads, what=f"{combination_id(names)}: every step's effect", phrasing=ph)
+                 wrong=wrong, reads=reads, what=f"{combination_id(names)}: every step's effect", phrasing=ph,
+                 steps=per_step)
 
 
 TEMPLATES = tuple(Template(combination_id(c), k + 1, partial(compose, c)) for k, cs in COMBINATIONS.items() for c in cs)

@@ -30,6 +30,7 @@ import json
 import random
 import re
 import shlex
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from hashlib import sha256
@@ -63,14 +64,18 @@ def dockerfile(env_files: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def verifier(checks: str, what: str) -> str:
-    """test.sh: run python3 `checks` (which call fail(msg) on a wrong answer); always write the reward."""
-    return (
+def verifier(checks: str, what: str, steps: Sequence[tuple[str, str]] = ()) -> str:
+    """test.sh: run python3 `checks` (which call fail(msg) on a wrong answer); always write the reward. With
+    `steps` ((metric name, checks) per step of a composition), each step's checks are run on their own first and
+    reward.json holds a 1/0 per step beside `reward`, which is still `checks` alone: which step an agent got
+    wrong is measured, never rewarded."""
+    head = (
         "#!/bin/bash\n"
         f"# Verifier: {what}\n"
         "# Checks with python3 only and always writes /logs/verifier/reward.txt (1 or 0).\n"
         "mkdir -p /logs/verifier\n"
-        "if python3 - <<'PY'\n"
+    )
+    helpers = (
         "import sys\n"
         "from pathlib import Path\n\n"
         "def fail(msg):\n"
@@ -81,14 +86,34 @@ def verifier(checks: str, what: str) -> str:
         "    if not p.is_file():\n"
         "        fail(f'{path} does not exist or is not a regular file')\n"
         "    return p.read_text(errors='replace')\n\n"
-        f"{checks.strip()}\n\n"
-        "print('PASS')\n"
+    )
+    if not steps:
+        return (
+            head + "if python3 - <<'PY'\n" + helpers + f"{checks.strip()}\n\n" + "print('PASS')\n" + "PY\n"
+            "then\n"
+            "  echo 1 > /logs/verifier/reward.txt\n"
+            "else\n"
+            "  echo 0 > /logs/verifier/reward.txt\n"
+            "fi\n"
+        )
+    parts = [f"def _{name}():\n{textwrap.indent(code.strip(), '    ')}\n\n" for name, code in steps]
+    parts.append(f"def _all():\n{textwrap.indent(checks.strip(), '    ')}\n\n")
+    names = ", ".join(f"({name!r}, _{name})" for name, _ in steps)
+    return (
+        head + "echo 0 > /logs/verifier/reward.txt\n" + "python3 - <<'PY'\n" + helpers + "import json\n\n"
+        + "".join(parts)
+        + "def ok(fn):\n"
+        "    try:\n"
+        "        fn()\n"
+        "    except SystemExit:\n"
+        "        return 0\n"
+        "    return 1\n\n"
+        f"metrics = {{name: ok(fn) for name, fn in [{names}]}}\n"
+        "reward = ok(_all)\n"
+        "print('PASS' if reward else 'FAIL: see above', metrics)\n"
+        "Path('/logs/verifier/reward.json').write_text(json.dumps({'reward': reward, **metrics}))\n"
+        "Path('/logs/verifier/reward.txt').write_text(f'{reward}\\n')\n"
         "PY\n"
-        "then\n"
-        "  echo 1 > /logs/verifier/reward.txt\n"
-        "else\n"
-        "  echo 0 > /logs/verifier/reward.txt\n"
-        "fi\n"
     )
 
 
@@ -137,6 +162,7 @@ class Level:
     what: str
     phrasing: tuple[int, int] = (0, 1)
     shapes: list[str] = field(default_factory=list)
+    steps: list[tuple[str, str]] = field(default_factory=list)  # (metric, checks) per step (compositions)
 
     @property
     def references(self) -> list[str]:
@@ -241,7 +267,7 @@ class ProceduralFamily:
             seed=req.seed, side=req.side, cycle=req.cycle, phrasing=lv.phrasing[0], phrasings=lv.phrasing[1],
             instruction=lv.instruction,
             dockerfile=dockerfile(lv.env_files), env_files=lv.env_files,
-            test_sh=verifier(lv.test_checks, lv.what), solve_sh=script(reference(lv, k)),
+            test_sh=verifier(lv.test_checks, lv.what, lv.steps), solve_sh=script(reference(lv, k)),
             known_wrong=[script(w) for w in lv.wrong], reads=lv.reads, tags=[self.family, f"level-{req.difficulty}"],
         )
 
