@@ -5,12 +5,12 @@ replaced (measured in the same run), recorded for the results page.
     python benchmarks/noninferiority.py              # 4000 runs per cell (a few minutes on 2 cores)
     python benchmarks/noninferiority.py --runs 1000  # quicker, noisier
 
-Shapes (rsi.loop.cycle.demo and the contract): the unseen part 8 templates x 1 task x 4 trials and the starter
+Shapes (rsi.loop.cycle.demo and the contract): the unseen part 16 templates x 1 task x 2 trials and the starter
 suite (every task of suites/starter x the contract's suite_trials_per_task), both in 2 looks (O'Brien-Fleming
 spending for non-inferiority, a pass at either look counted), margins from design_margin; family regression over the
-16 holdout tasks in 7 families x 4 trials, ceiling 0.1, Holm at alpha 0.05. Type-I error: the candidate worse by
-exactly the margin (non-inferiority passes) or every family down by exactly the ceiling (the gate fails), the worst
-of the base-rate cases simulated.
+32 holdout tasks (unseen and in-skill) in 7 families x 2 trials, ceiling 0.1, Holm at alpha 0.05. Type-I error: the
+candidate worse by exactly the margin (non-inferiority passes) or every family down by exactly the ceiling (the gate
+fails), the worst of the base-rate cases simulated.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from tests.unit.test_noninferiority import (  # noqa: E402
     ALPHA,
     CEILING,
     DEMO_HOLDOUT_TEMPLATES,
+    DEMO_TRIALS,
     SUITE_TASKS,
     SUITE_TRIALS,
-    TRIALS,
     demo_margin,
     simulate_family,
     simulate_ni,
@@ -66,12 +66,12 @@ def main() -> None:
     args = ap.parse_args()
     n = args.runs
     rec = Recorder("noninferiority", "Promote's non-inferiority and family-regression tests (simulated)",
-                   context=f"demo's shape: unseen {DEMO_HOLDOUT_TEMPLATES} templates x {TRIALS} trials, suite "
-                           f"{SUITE_TASKS} tasks x {SUITE_TRIALS} trials, 2 looks; family regression over 16 tasks "
+                   context=f"demo's shape: unseen {DEMO_HOLDOUT_TEMPLATES} templates x {DEMO_TRIALS} trials, suite "
+                           f"{SUITE_TASKS} tasks x {SUITE_TRIALS} trials, 2 looks; family regression over 32 tasks "
                            f"in 7 families; one-sided alpha {ALPHA}; {n} simulated promotes per cell; the old rule "
                            "in the same run as the baseline")
     ceiling = ALPHA + 2.5 * math.sqrt(ALPHA * (1 - ALPHA) / n)
-    for part, units, trials in (("unseen", DEMO_HOLDOUT_TEMPLATES, TRIALS), ("suite", SUITE_TASKS, SUITE_TRIALS)):
+    for part, units, trials in (("unseen", DEMO_HOLDOUT_TEMPLATES, DEMO_TRIALS), ("suite", SUITE_TASKS, SUITE_TRIALS)):
         m = demo_margin(units * trials)
         cases = {"rates U(m, m+0.5)": (m, m + 0.5), "rate 0.5": (0.5, 0.5), "rate m": (m, m)}
         worst, worst_case, old = 0.0, "", 0.0

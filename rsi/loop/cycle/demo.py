@@ -36,11 +36,12 @@ DEMO_LOOKS = 2  # promote measures in two rounds and stops after the first when 
 # O'Brien-Fleming's (0.0056) asks for nearly every template better (benchmarks/sequential.py simulates both).
 DEMO_SPENDING = "pocock"
 # Each holdout part is 16 templates x 2 trials per generation, not 8 x 4: the same trials, twice the clusters. The
-# paired test is clustered on templates and exact, so with 8 it can only say 1/256, 2/256, ...: at the demo's
-# Pocock bounds it promoted 0.5 % of candidates equal to their parent (alpha 0.05) and 12 % of candidates that had
-# learned half the compositions (0.2-0.8 each); with 16 x 2, 4.5 % and 64 %, and 78 % (from 33 %) when three in
-# four were learned (benchmarks/sequential.py, `demo_shape_*`: simulated, never a holdout result). The demo's
-# levels hold 16 unseen templates and 22 held-out level-3 compositions.
+# paired test is clustered on templates; with 8 it is the exact permutation test, which can only say 1/256,
+# 2/256, ...: at the demo's Pocock bounds it promoted 0.65 % of candidates equal to their parent (alpha 0.05) and
+# 12 % of candidates that had learned half the compositions (each to 0.2-0.8); with 16 x 2 (Wilcoxon over the
+# templates), 4.1 % and 67 % (benchmarks/sequential.py, records/sequential.json, 2000 runs a cell: simulated,
+# never a holdout result; O'Brien-Fleming there: 4.1 % and 73 %, for a later stop). The demo's levels hold 16
+# unseen templates and 22 held-out level-3 compositions.
 DEMO_TRIALS = 2  # promotion.trials_per_task: per holdout task and generation
 DEMO_HOLDOUT_TEMPLATES = 16  # unseen templates
 # The non-inferiority margins (unseen part, suite) follow from the parts' sizes alone, never from a result
