@@ -45,6 +45,8 @@ class SampleFacts:
     actions: tuple[str, ...] = ()
     task_name: str | None = None
     instance: str | None = None  # instance_digest of its task (environment + reference)
+    # its own task's reference commands: what the sample's task itself needs is never counted as another's
+    own_reference: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -204,7 +206,9 @@ def find_leaks(samples: list[SampleFacts], sealed: SealedFacts) -> LeakReport:
             leaks.append(Leak(s.sample_id, "same_instance", f"train task {s.task_name or s.task_digest} equals "
                                                             f"{sealed_as} in environment and reference (instance "
                                                             f"{(s.instance or '')[:12]})"))
-        grams = command_ngrams(s.actions)
+        # n-grams its own task's reference holds are that task's work: a train template and an unseen one may share
+        # plumbing (`| sort | uniq -c | awk ...`), and a replay of the train one must not read as a leak of the other
+        grams = command_ngrams(s.actions) - command_ngrams(s.own_reference)
         for name, ref in refs.items():
             share = overlap(grams, ref)
             if share > best:

@@ -162,3 +162,18 @@ def test_dry_run_counts_and_checks_but_writes_nothing(ctx: WorkspaceContext) -> 
     out = run_update(UpdateRequest(backend="export", dry_run=True), ctx.ws.root)
     assert out.dataset["path"] is None and out.selection["samples"]["by_source"] == {"hinted:3": 1, "self": 1}
     assert not (ctx.ws.state_dir / "updates").exists() or not any((ctx.ws.state_dir / "updates").iterdir())
+
+
+def test_what_a_samples_own_task_needs_is_never_counted_as_a_leak() -> None:
+    """A train template and an unseen one may share plumbing (logs/per-level and pipeline/ext-counts both end in
+    `| LC_ALL=C sort | uniq -c | awk ...`). A replay of the train task's own reference is its task's work, not a
+    copy of the unseen answer; the same commands on a task whose reference does not hold them are still a leak."""
+    tail = "LC_ALL=C sort | uniq -c | awk '{print $2\" \"$1}' > /app/counts.txt"
+    sealed = SealedFacts(unseen_references={"hold-1": (f"sed 's/.*\\.//' /app/files.txt | {tail}",)})
+    own = f"awk '{{print $3}}' /app/app.log | {tail}"
+    reply = (f"```bash\n{own}\n```",)
+    replay = _facts("replay", actions=reply, own_reference=(own,))
+    stranger = _facts("stranger", actions=reply, own_reference=("cat /app/app.log > /app/counts.txt",))
+    report = find_leaks([replay, stranger], sealed)
+    assert {(x.sample_id, x.rule) for x in report.leaks} == {("stranger", "reference_overlap")}, report.leaks
+    assert overlap(command_ngrams(reply), command_ngrams(sealed.unseen_references["hold-1"])) > 0.5

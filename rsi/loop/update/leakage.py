@@ -42,11 +42,16 @@ def task_instance(t: Task) -> str | None:
     return instance_digest(t.env_digest, solve.read_bytes()) if solve.is_file() else None
 
 
-def _reference(t: Task) -> str:
+def _reference_actions(t: Task) -> tuple[str, ...]:
+    """The task's reference solution as the commands it runs (empty without one)."""
     solve = Path(t.path) / "solution" / "solve.sh"
     if not solve.is_file():
-        return ""
-    return reference_text(reference_actions(solve.read_text(errors="replace"), t.spec.environment.workdir))
+        return ()
+    return tuple(reference_actions(solve.read_text(errors="replace"), t.spec.environment.workdir))
+
+
+def _reference(t: Task) -> str:
+    return reference_text(_reference_actions(t))
 
 
 def _suite(ctx: WorkspaceContext) -> list[Task]:
@@ -66,9 +71,8 @@ def sealed_facts(ctx: WorkspaceContext, pool: list[Task]) -> SealedFacts:
     suite = _suite(ctx)
     refs: dict[str, tuple[str, ...]] = {}
     for t in unseen:
-        solve = Path(t.path) / "solution" / "solve.sh"
-        if solve.is_file():
-            refs[t.name] = tuple(reference_actions(solve.read_text(errors="replace"), t.spec.environment.workdir))
+        if (Path(t.path) / "solution" / "solve.sh").is_file():
+            refs[t.name] = _reference_actions(t)
     instances: dict[str, str] = {}
     for kind, tasks in (("suite", suite), ("holdout", holdout)):
         for t in tasks:
@@ -105,7 +109,8 @@ def sample_facts(trials: list[LoadedTrial], tasks: dict[str, Task], cfg: Harness
         out.append(SampleFacts(sample_id=sample_id, task_digest=digest or None, template=template,
                                phrasing=meta.phrasing if meta else None, phrasings=meta.phrasings if meta else None,
                                actions=replies, task_name=task.name if task is not None else None,
-                               instance=task_instance(task) if task is not None else None))
+                               instance=task_instance(task) if task is not None else None,
+                               own_reference=_reference_actions(task) if task is not None else ()))
     for i, m in enumerate(cfg.prompt.few_shot):
         if m.role == "assistant":
             out.append(SampleFacts(sample_id=f"few_shot[{i}]", task_digest=None, template=None, phrasing=None,
