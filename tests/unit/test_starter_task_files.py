@@ -42,9 +42,9 @@ def test_pool_has_enough_tasks_and_families_each_with_a_holdout() -> None:
         assert splits["train"] >= 1, f"family {family!r} has no train task"
 
 
-@pytest.mark.parametrize("name", TASK_NAMES)
-def test_task_has_required_files(name: str) -> None:
-    task_dir = TASKS_DIR / name
+def check_required_files(task_dir: Path) -> None:
+    """Kebab-case name, every required file present and non-empty (shared with the suite's checks)."""
+    name = task_dir.name
     assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", name), f"task name {name!r} is not kebab-case"
     for rel in (*REQUIRED_FILES, "solution/solve.sh"):
         path = task_dir / rel
@@ -52,9 +52,9 @@ def test_task_has_required_files(name: str) -> None:
         assert path.read_text().strip(), f"{path} is empty"
 
 
-@pytest.mark.parametrize("name", TASK_NAMES)
-def test_task_toml_parses_with_starter_limits(name: str) -> None:
-    spec = _spec(TASKS_DIR / name)
+def check_starter_limits(task_dir: Path) -> None:
+    """task.toml parses with the metadata and the limits every task rsi ships has."""
+    spec = _spec(task_dir)
     assert spec.version == "1.0"
     assert spec.metadata.author_name == "rsi"
     assert spec.metadata.difficulty in {"easy", "medium", "hard"}
@@ -62,12 +62,38 @@ def test_task_toml_parses_with_starter_limits(name: str) -> None:
     assert 1 <= spec.metadata.rsi.difficulty <= 3
     assert spec.family != "misc", "family left at its default"
     env = spec.environment
-    assert env.network_mode == "none"
-    assert env.cpus == 1
-    assert env.memory_mb == 512
-    assert env.workdir == "/app"
+    assert (env.network_mode, env.cpus, env.memory_mb, env.workdir) == ("none", 1, 512, "/app")
     assert spec.agent.timeout_sec <= 300
     assert spec.verifier.timeout_sec <= 120
+
+
+def check_scripts(task_dir: Path) -> None:
+    """Bash, executable, and a verifier that writes the reward on both branches (never a missing reward)."""
+    for rel in ("tests/test.sh", "solution/solve.sh"):
+        path = task_dir / rel
+        assert path.read_text().startswith("#!/bin/bash\n"), f"{path} does not start with #!/bin/bash"
+        assert os.access(path, os.X_OK), f"{path} is not executable"
+    test_sh = (task_dir / "tests/test.sh").read_text()
+    assert "mkdir -p /logs/verifier" in test_sh
+    assert "echo 1 > /logs/verifier/reward.txt" in test_sh
+    assert "echo 0 > /logs/verifier/reward.txt" in test_sh
+    assert "set -e" not in test_sh, "set -e could exit before the reward is written"
+
+
+def check_instruction(task_dir: Path) -> None:
+    text = (task_dir / "instruction.md").read_text()
+    assert "/app/" in text, f"{task_dir.name}: instruction names no path under /app"
+    assert len(text) < 1500, f"{task_dir.name}: instruction too long for a small model's context"
+
+
+@pytest.mark.parametrize("name", TASK_NAMES)
+def test_task_has_required_files(name: str) -> None:
+    check_required_files(TASKS_DIR / name)
+
+
+@pytest.mark.parametrize("name", TASK_NAMES)
+def test_task_toml_parses_with_starter_limits(name: str) -> None:
+    check_starter_limits(TASKS_DIR / name)
 
 
 @pytest.mark.parametrize("name", TASK_NAMES)
@@ -91,24 +117,12 @@ def test_dockerfile_names_base_through_build_arg_and_copies_existing_inputs(name
 
 @pytest.mark.parametrize("name", TASK_NAMES)
 def test_scripts_are_bash_and_verifier_always_writes_reward(name: str) -> None:
-    task_dir = TASKS_DIR / name
-    for rel in ("tests/test.sh", "solution/solve.sh"):
-        path = task_dir / rel
-        assert path.read_text().startswith("#!/bin/bash\n"), f"{path} does not start with #!/bin/bash"
-        assert os.access(path, os.X_OK), f"{path} is not executable"
-    test_sh = (task_dir / "tests/test.sh").read_text()
-    assert "mkdir -p /logs/verifier" in test_sh
-    # Both branches write the reward, so a failed check is a 0, never a missing reward.
-    assert "echo 1 > /logs/verifier/reward.txt" in test_sh
-    assert "echo 0 > /logs/verifier/reward.txt" in test_sh
-    assert "set -e" not in test_sh, "set -e could exit before the reward is written"
+    check_scripts(TASKS_DIR / name)
 
 
 @pytest.mark.parametrize("name", TASK_NAMES)
 def test_instruction_names_paths_under_app(name: str) -> None:
-    text = (TASKS_DIR / name / "instruction.md").read_text()
-    assert "/app/" in text, f"{name}: instruction names no path under /app"
-    assert len(text) < 1500, f"{name}: instruction too long for a small model's context"
+    check_instruction(TASKS_DIR / name)
 
 
 @pytest.mark.parametrize("name", [p.name for p in TASK_DIRS])

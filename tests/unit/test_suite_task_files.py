@@ -9,15 +9,20 @@ Oracle passes and nop fails in Docker: tests/integration/test_starter_tasks.py.
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from rsi.core.task import REQUIRED_FILES, TaskSpec, parse_task_toml
+from rsi.core.task import TaskSpec, parse_task_toml
 from rsi.sandbox.files_env import plan_files_only
+from tests.unit.test_starter_task_files import (
+    check_instruction,
+    check_required_files,
+    check_scripts,
+    check_starter_limits,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE_DIR = ROOT / "suites" / "starter"
@@ -47,19 +52,8 @@ def test_suite_has_enough_tasks_and_families() -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_task_has_required_files_and_starter_limits(name: str) -> None:
-    task_dir = SUITE_DIR / name
-    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", name), f"task name {name!r} is not kebab-case"
-    for rel in (*REQUIRED_FILES, "solution/solve.sh"):
-        path = task_dir / rel
-        assert path.is_file() and path.read_text().strip(), f"{path} is missing or empty"
-    spec = _spec(task_dir)
-    assert spec.version == "1.0" and spec.metadata.author_name == "rsi"
-    assert spec.metadata.difficulty in {"easy", "medium", "hard"} and spec.metadata.category and spec.metadata.tags
-    assert 1 <= spec.metadata.rsi.difficulty <= 3
-    assert spec.family != "misc", "family left at its default"
-    env = spec.environment
-    assert (env.network_mode, env.cpus, env.memory_mb, env.workdir) == ("none", 1, 512, "/app")
-    assert spec.agent.timeout_sec <= 300 and spec.verifier.timeout_sec <= 120
+    check_required_files(SUITE_DIR / name)
+    check_starter_limits(SUITE_DIR / name)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -78,22 +72,12 @@ def test_environment_needs_no_build_and_copies_every_input(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_scripts_are_bash_and_verifier_always_writes_reward(name: str) -> None:
-    task_dir = SUITE_DIR / name
-    for rel in ("tests/test.sh", "solution/solve.sh"):
-        path = task_dir / rel
-        assert path.read_text().startswith("#!/bin/bash\n"), f"{path} does not start with #!/bin/bash"
-        assert os.access(path, os.X_OK), f"{path} is not executable"
-    test_sh = (task_dir / "tests/test.sh").read_text()
-    assert "mkdir -p /logs/verifier" in test_sh
-    assert "echo 1 > /logs/verifier/reward.txt" in test_sh and "echo 0 > /logs/verifier/reward.txt" in test_sh
-    assert "set -e" not in test_sh, "set -e could exit before the reward is written"
+    check_scripts(SUITE_DIR / name)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_instruction_names_paths_under_app(name: str) -> None:
-    text = (SUITE_DIR / name / "instruction.md").read_text()
-    assert "/app/" in text, f"{name}: instruction names no path under /app"
-    assert len(text) < 1500, f"{name}: instruction too long for a small model's context"
+    check_instruction(SUITE_DIR / name)
 
 
 @pytest.mark.parametrize("name", NAMES)
